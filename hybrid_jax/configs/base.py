@@ -1,0 +1,64 @@
+"""The schema every config follows: all keys, their types and defaults.
+
+A config file's ``get_config()`` starts from ``base_config()`` and changes values; keys
+that are not here are rejected (the dict is locked), so a typo never silently does nothing.
+Shape fields left as ``None`` are filled from ``model.size`` by ``resolve``.
+"""
+
+import ml_collections
+from ml_collections import config_dict
+
+
+def base_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+
+  c.model = m = ml_collections.ConfigDict()
+  m.size = "toy-xs"              # a name from configs/sizes.py, or "custom"
+  m.pattern = "SF"               # mixer letters, repeated over the layers (F full, S SWA, H head-wise)
+  m.window = 32                  # query i sees keys i - window < j <= i
+  m.local_head_fraction = 0.5    # H layers: share of heads that use the window
+  m.pos_full = "rope"            # positional scheme of F layers: rope | nope
+  m.pos_swa = "rope"             # ... of S layers
+  m.pos_headwise = "rope"        # ... of H layers
+  m.rope_theta = 10000.0
+  m.d_model = config_dict.placeholder(int)
+  m.n_layers = config_dict.placeholder(int)
+  m.n_heads = config_dict.placeholder(int)
+  m.n_kv_heads = config_dict.placeholder(int)
+  m.head_dim = config_dict.placeholder(int)   # default d_model // n_heads
+  m.d_ff = config_dict.placeholder(int)       # default: the size's, matched to its baseline
+  m.vocab_size = 256
+  m.tie_embeddings = True
+  m.norm_eps = 1e-6
+  m.dtype = "float32"            # compute dtype: float32 | bfloat16 (parameters stay float32)
+  m.attention_impl = "auto"      # pallas_kernels.swa implementation
+
+  c.data = d = ml_collections.ConfigDict()
+  d.name = "synthetic"
+  d.seq_len = 256
+  d.seed = config_dict.placeholder(int)       # default: train.seed
+  d.n_pairs = 8                  # key/value pairs per sequence (dense retrieval supervision)
+  d.min_distance = 1             # query-to-evidence distance, log-uniform in [min, seq_len]
+
+  c.train = t = ml_collections.ConfigDict()
+  t.batch_size = 8
+  t.steps = config_dict.placeholder(int)       # overrides the token budget when set
+  t.tokens = config_dict.placeholder(int)
+  t.tokens_per_param = config_dict.placeholder(float)   # budget as a multiple of N
+  t.seed = 0
+  t.lr = 3e-3
+  t.min_lr_ratio = 0.1
+  t.warmup_steps = 50
+  t.schedule = "cosine"          # cosine | wsd | constant
+  t.decay_fraction = 0.2         # wsd: share of steps spent decaying
+  t.weight_decay = 0.1
+  t.b1 = 0.9
+  t.b2 = 0.95
+  t.grad_clip = 1.0
+  t.log_every = 10
+
+  c.checkpoint = k = ml_collections.ConfigDict()
+  k.every = 100                  # latest checkpoint cadence (bounds the work a crash loses)
+  k.log_per_octave = 2           # kept log-spaced checkpoints per doubling of steps
+  k.log_min_step = 1
+  return c

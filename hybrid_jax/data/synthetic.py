@@ -1,0 +1,69 @@
+"""Synthetic text-like data with dense long-range retrieval, indexed statelessly.
+
+Each sequence is filler "prose" (words of a fixed Zipf-distributed lexicon, so there is
+local structure to learn) with ``n_pairs`` key/value facts written as ``KV key value`` and
+queried later as ``Q key value``. The query-to-evidence distance is log-uniform over
+[min_distance, seq_len], so windows of every size see a realistic share of short-range
+dependencies. Row r of step s comes from its own generator seeded by (seed, s, r): any
+process can build exactly its slice of any batch, and a resume needs no iterator state.
+"""
+
+import numpy as np
+
+MIN_VOCAB = 256
+N_FILLER = 160
+KV_MARK, Q_MARK = 160, 161
+KEYS = np.arange(162, 194)
+VALUES = np.arange(194, 256)
+LEXICON_SEED = 20260602     # the "language" is the same for every run and seed
+LEXICON_WORDS, MAX_WORD = 1024, 6
+
+
+def _lexicon():
+  rng = np.random.default_rng(LEXICON_SEED)
+  lengths = rng.integers(2, MAX_WORD + 1, size=LEXICON_WORDS)
+  words = rng.integers(0, N_FILLER, size=(LEXICON_WORDS, MAX_WORD))
+  probs = 1.0 / np.arange(1, LEXICON_WORDS + 1) ** 1.1
+  return words, lengths, probs / probs.sum()
+
+
+class SyntheticRetrieval:
+  """Batches of dicts: inputs, targets [B, T] int32; answer_mask [B, T] bool (query values)."""
+
+  def __init__(self, data_cfg, *, batch_size: int):
+    self.seq_len, self.batch_size = data_cfg.seq_len, batch_size
+    self.seed, self.n_pairs, self.min_distance = data_cfg.seed, data_cfg.n_pairs, data_cfg.min_distance
+    self.words, self.lengths, self.probs = _lexicon()
+
+  def row(self, step: int, row: int):
+    """(tokens [T+1], answer_mask [T]) of one row: a pure function of (seed, step, row)."""
+    rng = np.random.default_rng([self.seed, step, row])
+    n = self.seq_len + 1
+    ids = rng.choice(LEXICON_WORDS, size=n // 2 + 1, p=self.probs)
+    keep = np.arange(MAX_WORD)[None, :] < self.lengths[ids][:, None]
+    tokens = self.words[ids][keep][:n].astype(np.int32)
+    answer = np.zeros(self.seq_len, bool)
+    taken = np.zeros(n, bool)
+    keys = rng.permutation(KEYS)[:self.n_pairs]
+    lo, hi = max(3, self.min_distance), n - 3
+    for key in keys:
+      if hi <= lo:
+        break
+      for _ in range(16):   # rejection-sample a free placement; rarely needs a retry
+        dist = int(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+        a = int(rng.integers(0, n - 2 - dist))
+        b = a + dist
+        if not (taken[a:a + 3].any() or taken[b:b + 3].any()):
+          value = rng.choice(VALUES)
+          tokens[a:a + 3] = (KV_MARK, key, value)
+          tokens[b:b + 3] = (Q_MARK, key, value)
+          taken[a:a + 3] = taken[b:b + 3] = True
+          answer[b + 1] = True      # input b+1 is the key; its target b+2 is the value
+          break
+    return tokens, answer
+
+  def batch(self, step: int, rows: range | None = None) -> dict:
+    rows = range(self.batch_size) if rows is None else rows
+    tokens, answer = zip(*(self.row(step, r) for r in rows))
+    tokens = np.stack(tokens)
+    return dict(inputs=tokens[:, :-1], targets=tokens[:, 1:], answer_mask=np.stack(answer))

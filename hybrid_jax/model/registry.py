@@ -1,0 +1,58 @@
+"""Pattern letter -> token mixer. A new mixer is one module in this package that calls
+``register``; ``load_all`` imports every module here, so nothing else needs editing."""
+
+import dataclasses
+import importlib
+import pkgutil
+from typing import Callable
+
+KINDS = ("full", "swa", "headwise", "recurrent")
+
+
+@dataclasses.dataclass(frozen=True)
+class MixerSpec:
+  letter: str
+  name: str
+  kind: str                                   # one of KINDS: what analyses call the layer
+  build: Callable                             # (model_cfg, rngs) -> nnx.Module, x_BxTxD -> y_BxTxD
+  param_count: Callable                       # model_cfg -> int, exact
+
+
+_MIXERS: dict[str, MixerSpec] = {}
+_loaded = False
+
+
+def register(letter: str, name: str, kind: str, param_count: Callable):
+  """Decorator for a mixer builder (a class or a function of (model_cfg, rngs))."""
+  if len(letter) != 1 or not letter.isupper():
+    raise ValueError(f"mixer letter must be one upper-case letter; got {letter!r}")
+  if kind not in KINDS:
+    raise ValueError(f"mixer kind must be one of {KINDS}; got {kind!r}")
+
+  def wrap(build):
+    if letter in _MIXERS and _MIXERS[letter].build is not build:
+      raise ValueError(f"mixer letter {letter!r} is already taken by {_MIXERS[letter].name}")
+    _MIXERS[letter] = MixerSpec(letter, name, kind, build, param_count)
+    return build
+  return wrap
+
+
+def load_all():
+  global _loaded
+  if not _loaded:
+    import hybrid_jax.model as pkg
+    for info in pkgutil.iter_modules(pkg.__path__):
+      importlib.import_module(f"{pkg.__name__}.{info.name}")
+    _loaded = True
+
+
+def letters() -> str:
+  load_all()
+  return "".join(sorted(_MIXERS))
+
+
+def get(letter: str) -> MixerSpec:
+  load_all()
+  if letter not in _MIXERS:
+    raise KeyError(f"unknown mixer letter {letter!r}; known: {letters()}")
+  return _MIXERS[letter]

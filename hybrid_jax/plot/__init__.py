@@ -1,0 +1,1 @@
+"""Figures: training curves now; emergence and scaling curves with the sweep tools."""

@@ -1,0 +1,1 @@
+"""Training: optimizer, train step, run directory, checkpoints, the loop."""

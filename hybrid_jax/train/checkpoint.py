@@ -1,0 +1,48 @@
+"""Orbax checkpoints: log-spaced ones kept forever (emergence analysis needs early points),
+plus a rolling latest one every ``checkpoint.every`` steps. Orbax writes each step into a
+temporary directory and renames it when complete, so a crash never leaves a torn step."""
+
+import orbax.checkpoint as ocp
+from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
+from orbax.checkpoint.checkpoint_managers import save_decision_policy as sdp
+
+
+def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> list[int]:
+  """Steps 2^(i/per_octave) rounded, from min_step up to total_steps: dense early."""
+  if per_octave <= 0:
+    return []
+  steps, i = set(), 0
+  while (s := round(2 ** (i / per_octave))) <= total_steps:
+    if s >= min_step:
+      steps.add(s)
+    i += 1
+  return sorted(steps)
+
+
+class Checkpointer:
+  def __init__(self, directory, ck, total_steps: int):
+    self.kept_steps = log_spaced_steps(total_steps, ck.log_per_octave, ck.log_min_step)
+    options = ocp.CheckpointManagerOptions(
+        save_decision_policy=sdp.AnySavePolicy([
+            sdp.SpecificStepsPolicy(self.kept_steps), sdp.FixedIntervalPolicy(ck.every)]),
+        preservation_policy=pp.AnyPreservationPolicy([
+            pp.CustomSteps(self.kept_steps), pp.LatestN(1)]),
+        enable_async_checkpointing=False, cleanup_tmp_directories=True, create=True)
+    self.manager = ocp.CheckpointManager(directory, options=options)
+
+  def latest_step(self) -> int | None:
+    return self.manager.latest_step()
+
+  def all_steps(self) -> list[int]:
+    return list(self.manager.all_steps())
+
+  def save(self, step: int, state, force: bool = False) -> bool:
+    saved = self.manager.save(step, args=ocp.args.StandardSave(state), force=force)
+    self.manager.wait_until_finished()
+    return saved
+
+  def restore(self, step: int, abstract_state):
+    return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_state))
+
+  def close(self):
+    self.manager.close()

@@ -1,0 +1,129 @@
+"""The training loop: resolve, resume, train, log, checkpoint, handle preemption."""
+
+import json
+import signal
+import sys
+import time
+
+import jax
+import numpy as np
+from flax import nnx
+from tqdm import tqdm
+
+from hybrid_jax.configs import resolve
+from hybrid_jax.data import make_source
+from hybrid_jax.model import build_model
+from hybrid_jax.train.checkpoint import Checkpointer
+from hybrid_jax.train.optim import make_optimizer
+from hybrid_jax.train.rundir import RunDir, RunDirError
+from hybrid_jax.train.step import make_train_step
+
+PREEMPTED_EXIT_CODE = 143
+
+
+class Preempted(Exception):
+  """Training stopped on SIGTERM/SIGINT after saving a checkpoint."""
+
+
+class _StopFlag:
+  def __init__(self):
+    self.signum = None
+    self._old = {}
+
+  def __enter__(self):
+    for s in (signal.SIGTERM, signal.SIGINT):
+      self._old[s] = signal.signal(s, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    self.signum = signum
+
+  def __exit__(self, *exc):
+    for s, h in self._old.items():
+      signal.signal(s, h)
+
+
+def init_state(cfg):
+  """(graphdef, rest, state): state = {params, opt_state} is a pure pytree to checkpoint."""
+  model = build_model(cfg.model, cfg.train.seed)
+  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  tx, schedule = make_optimizer(cfg.train, cfg.derived.steps)
+  return graphdef, rest, dict(params=params, opt_state=tx.init(params)), tx, schedule
+
+
+def train(cfg, workdir, *, progress: bool | None = None) -> dict:
+  """Train (or resume) the run in ``workdir``; returns its final status."""
+  cfg = resolve(cfg)                       # ConfigError here: nothing computed, nothing written
+  config = json.loads(cfg.to_json())
+  total = cfg.derived.steps
+  run = RunDir(workdir)
+  run.lock()
+  run.check_or_write_config(config)
+  status = run.read_status()
+
+  graphdef, rest, state, tx, schedule = init_state(cfg)
+  ckpt = Checkpointer(run.checkpoint_dir.absolute(), cfg.checkpoint, total)
+  start = ckpt.latest_step() or 0
+  if start:
+    try:
+      state = ckpt.restore(start, jax.eval_shape(lambda: state))
+    except Exception as e:  # a corrupt or foreign checkpoint: say so, touch nothing
+      raise RunDirError(f"cannot restore checkpoint {start} in {run.checkpoint_dir}: "
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+  if start >= total:
+    run.write_status("done", start, total)
+    ckpt.close()
+    return run.read_status()
+  run.truncate_metrics(start)
+  run.write_status("running", start, total)
+
+  from tensorboardX import SummaryWriter
+  writer = SummaryWriter(str(run.tensorboard_dir), purge_step=start + 1 if start else None)
+  source = make_source(cfg)
+  train_step = make_train_step(graphdef, rest, tx)
+  tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
+  step = start
+  bar = tqdm(total=total, initial=start, unit="step", disable=None if progress is None else not progress,
+             dynamic_ncols=True, file=sys.stderr)
+  try:
+    with _StopFlag() as stop:
+      t_last, step_last = time.perf_counter(), start
+      while step < total:
+        batch = source.batch(step)
+        state, metrics = train_step(state, batch)
+        step += 1
+        if step % cfg.train.log_every == 0 or step == total:
+          metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+          now = time.perf_counter()
+          tps = (step - step_last) * tokens_per_step / max(now - t_last, 1e-9)
+          t_last, step_last = now, step
+          record = dict(step=step, tokens=step * tokens_per_step, loss=metrics["loss"],
+                        lr=float(schedule(step - 1)), grad_norm=metrics["grad_norm"],
+                        tokens_per_s=tps, answer_loss=metrics["answer_loss"],
+                        answer_acc=metrics["answer_acc"])
+          run.append_metrics(record)
+          for k, v in record.items():
+            if k != "step":
+              writer.add_scalar(f"train/{k}", v, step)
+          bar.set_postfix(tokens=f"{record['tokens']:.3g}", loss=f"{record['loss']:.3f}",
+                          tok_s=f"{tps:.3g}")
+        bar.update(1)
+        if stop.signum is not None:
+          ckpt.save(step, state, force=True)
+          run.write_status("preempted", step, total, f"stopped by signal {stop.signum}")
+          raise Preempted(f"preempted at step {step}/{total}; rerun the same command to resume")
+        ckpt.save(step, state, force=step == total)
+  except Preempted:
+    raise
+  except Exception as e:
+    run.write_status("failed", step, total, f"{type(e).__name__}: {e}".splitlines()[0])
+    raise
+  finally:
+    bar.close()
+    writer.close()
+    ckpt.close()
+  run.write_status("done", step, total)
+  from hybrid_jax.plot.curves import write_training_curves
+  write_training_curves(run)
+  return run.read_status()
+

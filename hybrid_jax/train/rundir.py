@@ -1,0 +1,102 @@
+"""The run directory contract: config.json, status.json, metrics.jsonl, checkpoints/,
+tensorboard/. Every file is replaced atomically (write a temp file, then rename), so a
+crash at any moment leaves either the old or the new version, never half of one."""
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+
+STATES = ("running", "done", "failed", "preempted")
+
+
+class RunDirError(RuntimeError):
+  """The run directory cannot be used as asked (held by another process, other config)."""
+
+
+def atomic_write_text(path: Path, text: str):
+  tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+  with open(tmp, "w") as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+
+
+def config_diff(old: dict, new: dict, prefix="") -> list[str]:
+  out = []
+  for key in sorted(set(old) | set(new)):
+    a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
+    if isinstance(a, dict) and isinstance(b, dict):
+      out += config_diff(a, b, f"{prefix}{key}.")
+    elif a != b:
+      out.append(f"{prefix}{key}: {a!r} -> {b!r}")
+  return out
+
+
+class RunDir:
+  def __init__(self, workdir):
+    self.path = Path(workdir)
+    self.config_path = self.path / "config.json"
+    self.status_path = self.path / "status.json"
+    self.metrics_path = self.path / "metrics.jsonl"
+    self.checkpoint_dir = self.path / "checkpoints"
+    self.tensorboard_dir = self.path / "tensorboard"
+    self._lock_file = None
+
+  def lock(self):
+    """Hold an exclusive lock for this process's lifetime: one trainer per run, ever."""
+    self.path.mkdir(parents=True, exist_ok=True)
+    self._lock_file = open(self.path / ".lock", "w")
+    try:
+      fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      raise RunDirError(f"run directory {self.path} is in use by another process") from None
+
+  def check_or_write_config(self, config: dict):
+    """First run: write config.json. Later runs: refuse a config that differs."""
+    if self.config_path.exists():
+      try:
+        old = json.loads(self.config_path.read_text())
+      except json.JSONDecodeError as e:
+        raise RunDirError(f"{self.config_path} is not valid JSON ({e}); refusing to overwrite it")
+      diff = config_diff(old, config)
+      if diff:
+        raise RunDirError(f"{self.path} holds a run with another config ({'; '.join(diff[:5])}"
+                          f"{'; ...' if len(diff) > 5 else ''}); use a new --workdir")
+    else:
+      atomic_write_text(self.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+  def read_status(self) -> dict | None:
+    try:
+      return json.loads(self.status_path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+      return None
+
+  def write_status(self, state: str, step: int, total_steps: int, error: str | None = None):
+    assert state in STATES, state
+    status = dict(state=state, step=step, total_steps=total_steps, error=error,
+                  updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    atomic_write_text(self.status_path, json.dumps(status) + "\n")
+
+  def read_metrics(self) -> list[dict]:
+    """The complete, parseable metric records (a torn last line is dropped)."""
+    if not self.metrics_path.exists():
+      return []
+    records = []
+    for line in self.metrics_path.read_text().splitlines():
+      try:
+        records.append(json.loads(line))
+      except json.JSONDecodeError:
+        break
+    return records
+
+  def truncate_metrics(self, last_step: int):
+    """Drop records past the restored checkpoint: they will be logged again, identically."""
+    records = [r for r in self.read_metrics() if r["step"] <= last_step]
+    atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
+
+  def append_metrics(self, record: dict):
+    with open(self.metrics_path, "a") as f:
+      f.write(json.dumps(record) + "\n")

@@ -1,0 +1,37 @@
+"""The jitted train step over a pure pytree state {params, opt_state}."""
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+
+def lm_loss(logits_BxTxV, targets_BxT, answer_mask_BxT):
+  """Mean next-token loss (one-hot form: its backward is far cheaper than a gather's on CPU),
+  plus the loss and accuracy on retrieval answers."""
+  logp_BxTxV = jax.nn.log_softmax(logits_BxTxV, axis=-1)
+  onehot = jax.nn.one_hot(targets_BxT, logits_BxTxV.shape[-1], dtype=logp_BxTxV.dtype)
+  nll_BxT = -jnp.sum(logp_BxTxV * onehot, axis=-1)
+  loss = jnp.mean(nll_BxT)
+  n_answers = jnp.maximum(answer_mask_BxT.sum(), 1)
+  answer_loss = jnp.sum(nll_BxT * answer_mask_BxT) / n_answers
+  hit_BxT = jnp.argmax(logits_BxTxV, axis=-1) == targets_BxT
+  answer_acc = jnp.sum(hit_BxT & answer_mask_BxT) / n_answers
+  return loss, dict(loss=loss, answer_loss=answer_loss, answer_acc=answer_acc)
+
+
+def make_train_step(graphdef, rest, tx):
+  def loss_fn(params, batch):
+    model = nnx.merge(graphdef, params, rest)
+    logits = model(batch["inputs"])
+    return lm_loss(logits, batch["targets"], batch["answer_mask"])
+
+  @jax.jit
+  def train_step(state, batch):
+    grads, metrics = jax.grad(loss_fn, has_aux=True)(state["params"], batch)
+    updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+    params = optax.apply_updates(state["params"], updates)
+    metrics["grad_norm"] = optax.global_norm(grads)
+    return dict(params=params, opt_state=opt_state), metrics
+
+  return train_step
