@@ -91,8 +91,16 @@ COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
             "bench": (cmd_bench, "print kernel and training speed figures")}
 
 
+def _use_persistent_compilation_cache():
+  """Reuse compiled programs across runs (``JAX_COMPILATION_CACHE_DIR`` overrides)."""
+  import os
+  os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                        str(Path.home() / ".cache" / "hybrid_jax" / "xla"))
+
+
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else argv
+  _use_persistent_compilation_cache()
   parser = argparse.ArgumentParser(prog="hybrid-jax", description=__doc__.splitlines()[0])
   parser.add_argument("command", choices=sorted(COMMANDS),
                       help="; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()))

@@ -44,22 +44,35 @@ class _StopFlag:
 
 
 def init_state(cfg):
-  """(graphdef, rest, state): state = {params, opt_state} is a pure pytree to checkpoint."""
-  model = build_model(cfg.model, cfg.train.seed)
-  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+  """(graphdef, rest, state, tx, schedule); state = {params, opt_state} is the pure pytree
+  that is checkpointed. Initialisation runs as one compiled program, not op by op."""
   tx, schedule = make_optimizer(cfg.train, cfg.derived.steps)
-  return graphdef, rest, dict(params=params, opt_state=tx.init(params)), tx, schedule
+
+  def init():
+    model = build_model(cfg.model, cfg.train.seed)
+    _, params, rest = nnx.split(model, nnx.Param, ...)
+    return dict(params=params, opt_state=tx.init(params)), rest
+
+  graphdef = nnx.split(nnx.eval_shape(lambda: build_model(cfg.model, cfg.train.seed)))[0]
+  state, rest = jax.jit(init)()
+  return graphdef, rest, state, tx, schedule
 
 
 def train(cfg, workdir, *, progress: bool | None = None) -> dict:
   """Train (or resume) the run in ``workdir``; returns its final status."""
   cfg = resolve(cfg)                       # ConfigError here: nothing computed, nothing written
   config = json.loads(cfg.to_json())
-  total = cfg.derived.steps
   run = RunDir(workdir)
   run.lock()
-  run.check_or_write_config(config)
-  status = run.read_status()
+  try:
+    run.check_or_write_config(config)
+    return _train_locked(cfg, run, progress)
+  finally:
+    run.unlock()
+
+
+def _train_locked(cfg, run, progress) -> dict:
+  total = cfg.derived.steps
 
   graphdef, rest, state, tx, schedule = init_state(cfg)
   ckpt = Checkpointer(run.checkpoint_dir.absolute(), cfg.checkpoint, total)

@@ -54,6 +54,12 @@ class RunDir:
     except BlockingIOError:
       raise RunDirError(f"run directory {self.path} is in use by another process") from None
 
+  def unlock(self):
+    if self._lock_file is not None:
+      fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+      self._lock_file.close()
+      self._lock_file = None
+
   def check_or_write_config(self, config: dict):
     """First run: write config.json. Later runs: refuse a config that differs."""
     if self.config_path.exists():

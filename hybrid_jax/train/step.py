@@ -31,7 +31,7 @@ def make_train_step(graphdef, rest, tx):
     grads, metrics = jax.grad(loss_fn, has_aux=True)(state["params"], batch)
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
     params = optax.apply_updates(state["params"], updates)
-    metrics["grad_norm"] = optax.global_norm(grads)
+    metrics["grad_norm"] = optax.tree.norm(grads)
     return dict(params=params, opt_state=opt_state), metrics
 
   return train_step

@@ -1,0 +1,38 @@
+import os
+
+import tempfile
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent XLA cache for the whole test session (subprocesses inherit it): the same
+# tiny programs are compiled once, not once per process.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="hybrid_jax_xla_"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+import pytest  # noqa: E402
+
+from hybrid_jax.configs.base import base_config  # noqa: E402
+
+
+def tiny_config(pattern="SF", steps=12, **model):
+  """A model small enough to compile in seconds; every test that trains uses it."""
+  c = base_config()
+  c.model.size = "custom"
+  c.model.pattern = pattern
+  c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.n_kv_heads = 32, 2, 4, 2
+  c.model.window = 8
+  for k, v in model.items():
+    c.model[k] = v
+  c.data.seq_len = 48
+  c.data.n_pairs = 4
+  c.train.batch_size = 4
+  c.train.steps = steps
+  c.train.warmup_steps = 2
+  c.train.log_every = 1
+  c.checkpoint.every = 4
+  return c
+
+
+@pytest.fixture
+def tiny():
+  return tiny_config

@@ -1,0 +1,142 @@
+"""Config validation, sizes, parameter counts and matching, CLI override parsing."""
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from conftest import tiny_config
+from hybrid_jax.cli import parse_train_flags
+from hybrid_jax.configs import ConfigError, resolve, sizes
+from hybrid_jax.configs.base import base_config
+from hybrid_jax.configs.default import get_config
+from hybrid_jax.model import build_model, registry
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("model.n_heads", 3, "model.n_heads: must divide model.d_model"),
+    ("model.n_kv_heads", 3, "model.n_kv_heads: must divide model.n_heads"),
+    ("model.window", 0, "model.window: must be an integer >= 1"),
+    ("model.pattern", "SX", "model.pattern: letters must be among"),
+    ("model.pattern", "SSF", "model.n_layers: must be a multiple of the pattern length 3"),
+    ("model.pos_full", "alibi", "model.pos_full: must be one of"),
+    ("model.size", "huge", "model.size: must be 'custom' or one of"),
+    ("data.seq_len", 1, "data.seq_len: must be an integer >= 2"),
+    ("train.steps", 0, "train.steps: must be >= 1"),
+    ("train.schedule", "linear", "train.schedule: must be one of"),
+    ("model.dtype", "float16", "model.dtype: must be one of"),
+])
+def test_validation_errors_name_the_field(field, value, match):
+  c = tiny_config()
+  section, key = field.split(".")
+  c[section][key] = value
+  with pytest.raises(ConfigError, match=match) as e:
+    resolve(c)
+  assert "\n" not in str(e.value)
+
+
+def test_budget_smaller_than_one_batch_is_rejected():
+  c = tiny_config()
+  c.train.steps = None
+  c.train.tokens = 100
+  with pytest.raises(ConfigError, match="train.tokens: token budget 100 is less than one batch"):
+    resolve(c)
+
+
+def test_unknown_keys_are_rejected():
+  c = tiny_config()
+  c.unlock()
+  c.model.widow = 3
+  with pytest.raises(ConfigError, match="config.model.widow: unknown key"):
+    resolve(c)
+
+
+def test_headwise_fraction_must_fit_gqa_groups():
+  with pytest.raises(ConfigError, match="model.local_head_fraction"):
+    resolve(tiny_config(pattern="H", local_head_fraction=0.25))  # 1 head of a 2-head group
+
+
+def test_token_budget_units():
+  c = tiny_config()
+  c.train.steps = None
+  c.train.tokens_per_param = 10.0
+  r = resolve(c)
+  per_step = c.train.batch_size * c.data.seq_len
+  assert r.derived.steps == int(10 * r.derived.non_embedding_params) // per_step
+  c.train.tokens_per_param, c.train.tokens = None, 50 * per_step + 7
+  assert resolve(c).derived.steps == 50
+  c.train.steps = 3                       # steps overrides the token budget
+  assert resolve(c).derived.steps == 3
+
+
+def test_paper_sizes_match_published_counts():
+  c = base_config()
+  c.model.pattern = "F"
+  c.train.steps = 1
+  for name in ("S1", "S2", "S3", "S4"):
+    c.model.size = name
+    assert resolve(c).derived.non_embedding_params == sizes.PAPER_NON_EMBEDDING[name]
+  c.model.size = "S5"
+  assert abs(resolve(c).derived.non_embedding_params / 477e6 - 1) < 0.005
+
+
+def test_toy_sizes_span_the_cpu_range():
+  c = base_config()
+  c.train.steps = 1
+  counts = []
+  for name in ("toy-xs", "toy-s", "toy-m", "toy-l"):
+    c.model.size = name
+    counts.append(resolve(c).derived.non_embedding_params)
+  assert 0.15e6 < counts[0] < 0.3e6 and 5e6 < counts[-1] < 12e6 and counts == sorted(counts)
+
+
+@pytest.mark.parametrize("pattern", ["F", "SF", "SSSF", "HF", "FS"])
+def test_analytic_param_count_equals_the_built_model(pattern):
+  r = resolve(tiny_config(pattern=pattern, n_layers=4, tie_embeddings=False))
+  model = build_model(r.model, 0)
+  params = nnx.state(model, nnx.Param)
+  leaves = jax.tree_util.tree_leaves_with_path(params)
+  non_embed = sum(int(np.prod(x.shape)) for p, x in leaves
+                  if not any(getattr(k, "key", None) in ("embed", "head") for k in p))
+  assert non_embed == r.derived.non_embedding_params
+
+
+def test_a_mixer_of_another_size_is_matched_within_five_percent():
+  """A new mixer is one registered builder; the size ladder re-fits d_ff to match."""
+  from hybrid_jax.model.attention import Attention, attention_param_count
+  letter = "Q"
+  count = lambda m: 3 * attention_param_count(m)   # a deliberately heavier mixer
+  if letter not in registry.letters():
+    registry.register(letter, "heavy test mixer", "recurrent", count)(
+        lambda m, rngs: Attention(m, local_heads=0, pos="rope", rngs=rngs))
+  c = base_config()
+  c.train.steps = 1
+  for size in ("toy-s", "toy-m", "S1", "S3"):
+    c.model.size = size
+    c.model.pattern = "F"
+    base = resolve(c).derived.non_embedding_params
+    c.model.pattern = "QF"
+    r = resolve(c)
+    assert abs(r.derived.non_embedding_params / base - 1) <= 0.05
+    assert r.model.d_ff < sizes.SIZES[size].d_ff
+    c.model.pattern = "SF"
+    assert resolve(c).derived.non_embedding_params == base   # attention hybrids: equal counts
+
+
+def test_cli_flags_load_file_and_apply_overrides(tmp_path):
+  cfg, workdir = parse_train_flags(["--workdir", str(tmp_path), "--config.model.window=64",
+                                    "--config.model.pattern=SSSF", "--config.train.tokens=None",
+                                    "--config.train.steps=7"])
+  assert (cfg.model.window, cfg.model.pattern, cfg.train.tokens, cfg.train.steps) == (64, "SSSF", None, 7)
+  assert workdir == str(tmp_path)
+  default = get_config()
+  assert cfg.model.size == default.model.size
+
+
+def test_cli_config_file_argument(tmp_path):
+  f = tmp_path / "my_config.py"
+  f.write_text("from hybrid_jax.configs.default import get_config as base\n"
+               "def get_config():\n  c = base()\n  c.model.window = 5\n  return c\n")
+  cfg, _ = parse_train_flags(["--config", str(f), "--workdir", str(tmp_path / "run"),
+                              "--config.model.n_layers=8"])
+  assert (cfg.model.window, cfg.model.n_layers) == (5, 8)

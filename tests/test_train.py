@@ -1,0 +1,181 @@
+"""Training: determinism, exact resume after SIGKILL / SIGTERM, the run-dir contract,
+and refusal to mix runs or touch results on bad input."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import tiny_config
+from hybrid_jax.train.checkpoint import log_spaced_steps
+from hybrid_jax.train.loop import train
+from hybrid_jax.train.rundir import RunDir, RunDirError
+
+STEPS = 48
+CONFIG_FILE = f"""
+from hybrid_jax.configs.base import base_config
+
+def get_config():
+  c = base_config()
+  c.model.size = "custom"
+  c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.n_kv_heads = 32, 2, 4, 2
+  c.model.window = 8
+  c.data.seq_len, c.data.n_pairs = 48, 4
+  c.train.batch_size, c.train.steps, c.train.warmup_steps, c.train.log_every = 4, {STEPS}, 2, 1
+  c.checkpoint.every = 4
+  return c
+"""
+KEYS = ("step", "tokens", "loss", "lr", "grad_norm", "answer_loss", "answer_acc")
+
+
+def _curve(workdir):
+  return [{k: r[k] for k in KEYS} for r in RunDir(workdir).read_metrics()]
+
+
+def _cli(workdir, config_file, *extra):
+  return [sys.executable, "-m", "hybrid_jax.cli", "train", "--config", str(config_file),
+          "--workdir", str(workdir), *extra]
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+  path = tmp_path_factory.mktemp("cfg") / "tiny.py"
+  path.write_text(CONFIG_FILE)
+  return path
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, config_file):
+  """An uninterrupted run through the CLI, the baseline resumed runs must equal."""
+  workdir = tmp_path_factory.mktemp("ref") / "run"
+  subprocess.run(_cli(workdir, config_file), check=True, capture_output=True)
+  return workdir
+
+
+def test_run_directory_contract(reference_run):
+  run = RunDir(reference_run)
+  assert json.loads(run.config_path.read_text())["model"]["window"] == 8
+  status = run.read_status()
+  assert (status["state"], status["step"], status["total_steps"]) == ("done", STEPS, STEPS)
+  records = run.read_metrics()
+  assert [r["step"] for r in records] == list(range(1, STEPS + 1))
+  assert all({"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s"} <= set(r) for r in records)
+  assert records[-1]["loss"] < records[0]["loss"]
+  kept = sorted(int(p.name) for p in run.checkpoint_dir.iterdir() if p.name.isdigit())
+  assert kept == sorted(set(log_spaced_steps(STEPS, 2)) | {STEPS})
+  assert any(p.name.startswith("events.out.tfevents") for p in run.tensorboard_dir.iterdir())
+  assert (reference_run / "curves.png").stat().st_size > 1000
+
+
+def test_log_spaced_steps_are_dense_early():
+  steps = log_spaced_steps(1000, 2)
+  assert steps[:6] == [1, 2, 3, 4, 6, 8] and steps[-1] <= 1000
+  gaps = [b - a for a, b in zip(steps, steps[1:])]
+  assert gaps == sorted(gaps)
+  assert log_spaced_steps(1000, 0) == []
+
+
+def test_same_seed_gives_same_losses_and_another_seed_does_not(tmp_path):
+  c = tiny_config(steps=6)
+  train(c, tmp_path / "a", progress=False)
+  train(c, tmp_path / "b", progress=False)
+  c.train.seed = 1
+  train(c, tmp_path / "c", progress=False)
+  assert _curve(tmp_path / "a") == _curve(tmp_path / "b")
+  assert _curve(tmp_path / "a") != _curve(tmp_path / "c")
+
+
+def _wait_for_lines(run, n, proc, timeout=120):
+  t0 = time.time()
+  while time.time() - t0 < timeout and proc.poll() is None:
+    if len(run.read_metrics()) >= n:
+      return
+    time.sleep(0.02)
+
+
+def test_sigkill_at_a_random_step_then_rerun_equals_uninterrupted(tmp_path, config_file, reference_run):
+  workdir = tmp_path / "run"
+  run = RunDir(workdir)
+  kill_at = random.Random(os.getpid()).randint(6, STEPS - 12)
+  proc = subprocess.Popen(_cli(workdir, config_file), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  _wait_for_lines(run, kill_at, proc)
+  proc.kill()
+  proc.wait()
+  assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+  assert run.read_status()["state"] == "running"
+  done_before = len(run.read_metrics())
+  assert done_before < STEPS
+  subprocess.run(_cli(workdir, config_file), check=True, capture_output=True)
+  assert _curve(workdir) == _curve(reference_run)
+  assert run.read_status()["state"] == "done"
+
+
+def test_sigterm_saves_marks_preempted_and_resumes_exactly(tmp_path, config_file, reference_run):
+  workdir = tmp_path / "run"
+  run = RunDir(workdir)
+  proc = subprocess.Popen(_cli(workdir, config_file), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  _wait_for_lines(run, 9, proc)
+  proc.send_signal(signal.SIGTERM)
+  proc.wait(timeout=60)
+  assert proc.returncode == 143
+  status = run.read_status()
+  assert status["state"] == "preempted" and status["step"] < STEPS
+  kept = [int(p.name) for p in run.checkpoint_dir.iterdir() if p.name.isdigit()]
+  assert max(kept) == status["step"]          # nothing since the signal is lost
+  subprocess.run(_cli(workdir, config_file), check=True, capture_output=True)
+  assert _curve(workdir) == _curve(reference_run)
+
+
+def test_another_config_in_the_same_workdir_is_refused_untouched(tmp_path):
+  c = tiny_config(steps=4)
+  train(c, tmp_path / "run", progress=False)
+  before = {p: p.read_bytes() for p in (tmp_path / "run").glob("*.json*")}
+  c.model.window = 4
+  with pytest.raises(RunDirError, match="another config.*model.window: 8 -> 4"):
+    train(c, tmp_path / "run", progress=False)
+  assert before == {p: p.read_bytes() for p in (tmp_path / "run").glob("*.json*")}
+
+
+def test_a_finished_run_is_not_trained_again(tmp_path):
+  c = tiny_config(steps=4)
+  train(c, tmp_path / "run", progress=False)
+  metrics = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+  assert train(c, tmp_path / "run", progress=False)["state"] == "done"
+  assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_a_corrupt_checkpoint_gives_one_line_and_is_kept(tmp_path):
+  c = tiny_config(steps=4)
+  train(c, tmp_path / "run", progress=False)
+  latest = tmp_path / "run" / "checkpoints" / "4"
+  for f in latest.rglob("*"):
+    if f.is_file() and f.stat().st_size > 0:
+      f.write_bytes(b"garbage")
+  with pytest.raises(RunDirError, match="cannot restore checkpoint 4") as e:
+    train(c, tmp_path / "run", progress=False)
+  assert "\n" not in str(e.value)
+  assert latest.exists() and RunDir(tmp_path / "run").read_status()["state"] == "done"
+
+
+def test_two_trainers_never_share_a_run(tmp_path):
+  holder = RunDir(tmp_path / "run")
+  holder.lock()
+  with pytest.raises(RunDirError, match="in use"):
+    train(tiny_config(steps=2), tmp_path / "run", progress=False)
+
+
+def test_cli_bad_config_fails_in_one_line_before_creating_anything(tmp_path, config_file):
+  workdir = tmp_path / "run"
+  proc = subprocess.run(_cli(workdir, config_file, "--config.model.n_kv_heads=3"),
+                        capture_output=True, text=True)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines() == [
+      "hybrid-jax: error: config.model.n_kv_heads: must divide model.n_heads=4 (got 3)"]
+  assert not workdir.exists()
