@@ -14,7 +14,10 @@ class SwiGLU(nnx.Module):
     self.gate, self.up, self.down = lin(d_model, d_ff), lin(d_model, d_ff), lin(d_ff, d_model)
 
   def __call__(self, x_BxTxD):
-    return self.down(jax.nn.silu(self.gate(x_BxTxD)) * self.up(x_BxTxD))
+    # 2-D matmuls: XLA:CPU computes the weight gradients of [B*T, D] inputs ~2x faster.
+    x_NxD = x_BxTxD.reshape(-1, x_BxTxD.shape[-1])
+    y_NxD = self.down(jax.nn.silu(self.gate(x_NxD)) * self.up(x_NxD))
+    return y_NxD.reshape(x_BxTxD.shape)
 
 
 class Block(nnx.Module):

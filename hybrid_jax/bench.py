@@ -1,0 +1,167 @@
+"""``hybrid-jax bench``: figures, not tests. Prints
+
+1. forward+backward time of full causal attention, blockwise SWA and dense masked SWA at
+   several sequence lengths with the number of tokens per batch fixed, and their ratios;
+2. training tokens/s and model-FLOPs utilisation (MFU) of the toy default and of a
+   d_model=256 model, against this machine's fp32 matmul rate measured in the same run.
+"""
+
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _time(fn, *args, reps=2):
+  """Best wall time of ``reps`` calls after one compile-and-run call."""
+  jax.block_until_ready(fn(*args))
+  best = float("inf")
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    best = min(best, time.perf_counter() - t0)
+  return best
+
+
+def matmul_peak_flops(n=2048, reps=3) -> float:
+  """fp32 matmul rate of this machine: the denominator of MFU."""
+  a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
+  b = jax.random.normal(jax.random.PRNGKey(1), (n, n), jnp.float32)
+  f = jax.jit(lambda a, b: a @ b)
+  return 2 * n ** 3 / _time(f, a, b, reps=reps)
+
+
+def _attention_fwd_bwd(impl, window):
+  from pallas_kernels.swa import api
+
+  def loss(q, k, v):
+    if impl == "full":
+      o = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+    else:
+      o = api.sliding_window_attention(q, k, v, window=window, implementation=impl)
+    return jnp.sum(o.astype(jnp.float32))
+  return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+
+def bench_attention(lengths, tokens, window, heads, kv_heads, head_dim, dense_at, reps):
+  rows = []
+  for t in lengths:
+    b = max(1, tokens // t)
+    ks = jax.random.split(jax.random.PRNGKey(t), 3)
+    q = jax.random.normal(ks[0], (b, t, heads, head_dim))
+    k = jax.random.normal(ks[1], (b, t, kv_heads, head_dim))
+    v = jax.random.normal(ks[2], (b, t, kv_heads, head_dim))
+    row = dict(T=t, B=b)
+    row["full_s"] = _time(_attention_fwd_bwd("full", None), q, k, v, reps=reps)
+    row["swa_s"] = _time(_attention_fwd_bwd("xla", window), q, k, v, reps=reps)
+    if t in dense_at:
+      row["dense_masked_swa_s"] = _time(_attention_fwd_bwd("reference", window), q, k, v, reps=reps)
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+  return rows
+
+
+def model_flops_per_token(cfg) -> float:
+  """6 x matmul parameters (incl. the LM head) + attention scores on the keys each query
+  really sees (causal: (T+1)/2 on average; SWA: the band only), forward + backward."""
+  from hybrid_jax.model import registry
+  from hybrid_jax.model.attention import head_dim, n_local_heads
+  m, t = cfg.model, cfg.data.seq_len
+  n_matmul = cfg.derived.non_embedding_params + m.vocab_size * m.d_model
+  pos = np.arange(t)
+  full_keys, band_keys = float(np.mean(pos + 1)), float(np.mean(np.minimum(pos + 1, m.window)))
+  attn = 0.0
+  for letter in cfg.derived.layers:
+    kind = registry.get(letter).kind
+    if kind == "full":
+      heads_keys = m.n_heads * full_keys
+    elif kind == "swa":
+      heads_keys = m.n_heads * band_keys
+    elif kind == "headwise":
+      nl = n_local_heads(m)
+      heads_keys = nl * band_keys + (m.n_heads - nl) * full_keys
+    else:
+      heads_keys = 0.0
+    attn += 12 * head_dim(m) * heads_keys     # (QK^T + PV) x 2 flops x 3 (fwd + bwd)
+  return 6 * n_matmul + attn
+
+
+def bench_training(name, cfg, steps, peak):
+  from hybrid_jax.configs import resolve
+  from hybrid_jax.data import make_source
+  from hybrid_jax.train.loop import init_state
+  from hybrid_jax.train.step import make_train_step
+  cfg = resolve(cfg)
+  graphdef, rest, state, tx, _ = init_state(cfg)
+  step_fn = make_train_step(graphdef, rest, tx)
+  source = make_source(cfg)
+  batches = [jax.device_put(source.batch(s)) for s in range(steps + 1)]
+  state, m = step_fn(state, batches[0])
+  jax.block_until_ready(m)
+  t0 = time.perf_counter()
+  for b in batches[1:]:
+    state, m = step_fn(state, b)
+  jax.block_until_ready(m)
+  dt = (time.perf_counter() - t0) / steps
+  tokens = cfg.train.batch_size * cfg.data.seq_len
+  flops = model_flops_per_token(cfg) * tokens / dt
+  row = dict(model=name, d_model=cfg.model.d_model, n_layers=cfg.model.n_layers,
+             pattern=cfg.model.pattern, seq_len=cfg.data.seq_len, batch=cfg.train.batch_size,
+             step_s=dt, tokens_per_s=tokens / dt, model_gflops_per_s=flops / 1e9, mfu=flops / peak)
+  print(json.dumps(row), flush=True)
+  return row
+
+
+def training_configs():
+  from hybrid_jax.configs.default import get_config
+  toy = get_config()
+  wide = get_config()
+  wide.model.size = "custom"
+  wide.model.d_model, wide.model.n_layers, wide.model.n_heads, wide.model.n_kv_heads = 256, 4, 4, 2
+  wide.model.window = 128
+  wide.data.seq_len = 512
+  wide.train.batch_size = 8
+  return [("toy default", toy), ("d_model=256", wide)]
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(prog="hybrid-jax bench", description=__doc__.splitlines()[0])
+  p.add_argument("--lengths", default="1024,2048,4096,8192,16384")
+  p.add_argument("--tokens", type=int, default=16384, help="B*T of every attention batch")
+  p.add_argument("--window", type=int, default=128)
+  p.add_argument("--heads", type=int, default=2)
+  p.add_argument("--kv-heads", type=int, default=2)
+  p.add_argument("--head-dim", type=int, default=64)
+  p.add_argument("--reps", type=int, default=2)
+  p.add_argument("--train-steps", type=int, default=10)
+  p.add_argument("--skip", choices=["attention", "training"], action="append", default=[])
+  a = p.parse_args(argv)
+  lengths = [int(x) for x in a.lengths.split(",")]
+  print(f"# backend={jax.default_backend()} devices={jax.device_count()}", flush=True)
+  summary = {}
+  if "attention" not in a.skip:
+    print(f"# attention fwd+bwd, B*T={a.tokens}, H={a.heads}, H_kv={a.kv_heads}, "
+          f"D={a.head_dim}, w={a.window}", flush=True)
+    rows = bench_attention(lengths, a.tokens, a.window, a.heads, a.kv_heads, a.head_dim,
+                           dense_at={max(lengths)}, reps=a.reps)
+    by_t = {r["T"]: r for r in rows}
+    t_max, t_ref = max(lengths), 2048 if 2048 in by_t else min(lengths)
+    summary["swa_time_per_token_T%d_over_T%d" % (t_max, t_ref)] = (
+        by_t[t_max]["swa_s"] / by_t[t_ref]["swa_s"])
+    summary[f"full_over_swa_at_T{t_max}"] = by_t[t_max]["full_s"] / by_t[t_max]["swa_s"]
+    summary[f"dense_masked_over_swa_at_T{t_max}"] = (
+        by_t[t_max]["dense_masked_swa_s"] / by_t[t_max]["swa_s"])
+  if "training" not in a.skip:
+    peak = matmul_peak_flops()
+    print(f"# fp32 matmul peak (2048^3, this machine): {peak / 1e9:.1f} GFLOP/s", flush=True)
+    summary["matmul_peak_gflops"] = peak / 1e9
+    for name, cfg in training_configs():
+      row = bench_training(name, cfg, a.train_steps, peak)
+      summary[f"mfu[{name}]"] = row["mfu"]
+      summary[f"tokens_per_s[{name}]"] = row["tokens_per_s"]
+  print("# summary")
+  print(json.dumps(summary, indent=2))
+  return summary
