@@ -1,0 +1,63 @@
+"""Chunked gated delta rule in plain XLA, in the WY/UT form.
+
+Inside a chunk with cumulative decay G_t = exp(b_t), the delta-rule updates
+u_t = beta_t (v_t - exp(g_t) S_{t-1}^T k_t) satisfy the unit lower-triangular system
+  (I + A) U = diag(beta) V - diag(beta G) K S_0,   A_ts = beta_t exp(b_t - b_s) k_t . k_s (s < t)
+so U = U~ - W S_0 with U~ = T diag(beta) V and W = T diag(beta G) K, T = (I + A)^-1
+(one triangular solve per chunk, independent of the state). Then
+  o_t = scale * (G_t q_t S_0 + sum_{s<=t} exp(b_t - b_s) (q_t . k_s) u_s)
+  S_C = G_C S_0 + sum_s exp(b_C - b_s) k_s u_s^T
+and only the last two lines run sequentially over chunks.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from pallas_kernels.linear_scan.xla import chunk_inputs, unchunk
+
+DEFAULT_CHUNK = 64
+
+
+def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
+                     chunk_size=DEFAULT_CHUNK):
+  b, t, h, dk = q.shape
+  dv = v.shape[-1]
+  scale = dk ** -0.5 if scale is None else scale
+  c = max(1, min(chunk_size, t))
+  # [N, B, H, C, ...]; padding (k = v = beta = 0, g = 0) leaves the state unchanged.
+  q_N, k_N, v_N = (jnp.moveaxis(chunk_inputs(x.astype(jnp.float32), c), 3, 2) for x in (q, k, v))
+  g_N, beta_N = (jnp.moveaxis(chunk_inputs(x.astype(jnp.float32), c), 3, 2) for x in (g, beta))
+  causal = jnp.tril(jnp.ones((c, c), bool))
+  strict = jnp.tril(jnp.ones((c, c), bool), -1)
+
+  # State-independent, parallel over all chunks: the WY factors.
+  b_N = jnp.cumsum(g_N, axis=-1)                                       # [N, B, H, C]
+  diff = b_N[..., :, None] - b_N[..., None, :]
+  kk = jnp.einsum("nbhck,nbhsk->nbhcs", k_N, k_N)
+  a_N = jnp.where(strict, beta_N[..., None] * jnp.exp(jnp.where(strict, diff, 0.0)) * kk, 0.0)
+  eye = jnp.eye(c, dtype=jnp.float32)
+  solve = lambda rhs: jax.scipy.linalg.solve_triangular(eye + a_N, rhs, lower=True,
+                                                        unit_diagonal=True)
+  u_tilde_N = solve(beta_N[..., None] * v_N)                           # [N, B, H, C, V]
+  w_N = solve((beta_N * jnp.exp(b_N))[..., None] * k_N)                # [N, B, H, C, K]
+  qk_decay_N = (jnp.einsum("nbhck,nbhsk->nbhcs", q_N, k_N)
+                * jnp.exp(jnp.where(causal, diff, -jnp.inf)))
+  q_decay_N = q_N * jnp.exp(b_N)[..., None]
+  k_decay_N = k_N * jnp.exp(b_N[..., -1:] - b_N)[..., None]
+
+  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
+        else initial_state.astype(jnp.float32))
+
+  def chunk_step(s_BxHxKxV, x):
+    u_tilde, w, qk_decay, q_decay, k_decay, b_last = x
+    u_BxHxCxV = u_tilde - jnp.einsum("bhck,bhkv->bhcv", w, s_BxHxKxV)
+    o = (jnp.einsum("bhck,bhkv->bhcv", q_decay, s_BxHxKxV)
+         + jnp.einsum("bhcs,bhsv->bhcv", qk_decay, u_BxHxCxV))
+    s_new = (jnp.exp(b_last)[..., None, None] * s_BxHxKxV
+             + jnp.einsum("bhck,bhcv->bhkv", k_decay, u_BxHxCxV))
+    return s_new, scale * o
+
+  s_final, o_N = jax.lax.scan(chunk_step, s0, (u_tilde_N, w_N, qk_decay_N, q_decay_N,
+                                               k_decay_N, b_N[..., -1]))
+  o_NxBxCxHxV = jnp.moveaxis(o_N, 2, 3)
+  return unchunk(o_NxBxCxHxV, t).astype(q.dtype), s_final
