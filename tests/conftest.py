@@ -21,6 +21,7 @@ def tiny_config(pattern="SF", steps=12, **model):
   c.model.pattern = pattern
   c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.n_kv_heads = 32, 2, 4, 2
   c.model.window = 8
+  c.model.ssm_head_dim, c.model.ssm_state, c.model.chunk_size = 16, 8, 16
   for k, v in model.items():
     c.model[k] = v
   c.data.seq_len = 48

@@ -90,7 +90,7 @@ def test_toy_sizes_span_the_cpu_range():
   assert 0.15e6 < counts[0] < 0.3e6 and 5e6 < counts[-1] < 12e6 and counts == sorted(counts)
 
 
-@pytest.mark.parametrize("pattern", ["F", "SF", "SSSF", "HF", "FS"])
+@pytest.mark.parametrize("pattern", ["F", "SF", "SSSF", "HF", "FS", "MF", "GF", "LF", "GGGF"])
 def test_analytic_param_count_equals_the_built_model(pattern):
   r = resolve(tiny_config(pattern=pattern, n_layers=4, tie_embeddings=False))
   model = build_model(r.model, 0)
@@ -101,13 +101,24 @@ def test_analytic_param_count_equals_the_built_model(pattern):
   assert non_embed == r.derived.non_embedding_params
 
 
+@pytest.mark.parametrize("size", ["toy-xs", "toy-s", "toy-m", "toy-l", "S1", "S2", "S3", "S4", "S5"])
+def test_recurrent_hybrids_are_parameter_matched_at_every_named_size(size):
+  c = base_config()
+  c.train.steps = 1
+  c.model.size, c.model.pattern = size, "F"
+  base = resolve(c).derived.non_embedding_params
+  for pattern in ("MF", "GF", "LF"):
+    c.model.pattern = pattern
+    assert abs(resolve(c).derived.non_embedding_params / base - 1) <= 0.05, pattern
+
+
 def test_a_mixer_of_another_size_is_matched_within_five_percent():
   """A new mixer is one registered builder; the size ladder re-fits d_ff to match."""
   from hybrid_jax.model.attention import Attention, attention_param_count
   letter = "Q"
   count = lambda m: 3 * attention_param_count(m)   # a deliberately heavier mixer
   if letter not in registry.letters():
-    registry.register(letter, "heavy test mixer", "recurrent", count)(
+    registry.register(letter, "heavy test mixer", "recurrent", count, lambda m, t: 0)(
         lambda m, rngs: Attention(m, local_heads=0, pos="rope", rngs=rngs))
   c = base_config()
   c.train.steps = 1

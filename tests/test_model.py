@@ -9,6 +9,7 @@ from flax import nnx
 from conftest import tiny_config
 from hybrid_jax.configs import resolve
 from hybrid_jax.model import build_model, registry
+from hybrid_jax.model.lm import decode
 from hybrid_jax.model.attention import Attention
 
 
@@ -95,3 +96,31 @@ def test_untied_head_and_bfloat16_compute():
   run, cfg = _model(tiny_config(pattern="SF", tie_embeddings=False, dtype="bfloat16"))
   out = run(jnp.zeros((1, cfg.data.seq_len), jnp.int32))
   assert out.shape == (1, cfg.data.seq_len, 256) and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("letter", registry.letters())
+def test_token_by_token_decoding_gives_the_parallel_logits(letter):
+  pattern = letter if letter == "F" else letter + "F"
+  cfg = resolve(tiny_config(pattern=pattern))
+  model = build_model(cfg.model, 0)
+  tokens = jax.random.randint(jax.random.PRNGKey(6), (2, 40), 0, 256)
+  parallel = np.asarray(jax.jit(lambda t: model(t))(tokens))
+  stepped = np.asarray(decode(model, tokens, max_len=64))
+  np.testing.assert_allclose(stepped, parallel, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("letter", registry.letters())
+def test_cache_size_matches_state_size_and_efficient_layers_do_not_grow(letter):
+  cfg = resolve(tiny_config(pattern=letter))
+  model = build_model(cfg.model, 0)
+  spec = registry.get(letter)
+  floats = lambda cache: sum(x.size for x in jax.tree.leaves(cache)
+                             if jnp.issubdtype(x.dtype, jnp.floating))
+  for max_len in (64, 1024):
+    cache = model.blocks[0].mixer.init_cache(1, max_len)
+    assert floats(cache) == spec.state_size(cfg.model, max_len)
+  small, big = spec.state_size(cfg.model, 64), spec.state_size(cfg.model, 1024)
+  if spec.kind in ("full", "headwise"):
+    assert big == 16 * small
+  else:
+    assert big == small

@@ -32,6 +32,14 @@ def base_config() -> ml_collections.ConfigDict:
   m.norm_eps = 1e-6
   m.dtype = "float32"            # compute dtype: float32 | bfloat16 (parameters stay float32)
   m.attention_impl = "auto"      # pallas_kernels.swa implementation
+  # Recurrent mixers: M Mamba-2, G Gated DeltaNet, L Lightning attention.
+  m.recurrent_impl = "auto"      # pallas_kernels.{linear_scan,delta_rule} implementation
+  m.chunk_size = 64              # chunk of the chunked recurrent scans
+  m.conv_kernel = 4              # short causal conv of M and G layers
+  m.ssm_expand = 2               # M: d_inner = ssm_expand * d_model
+  m.ssm_state = 64               # M: state size N
+  m.ssm_head_dim = 64            # M: head dim P (heads = d_inner / P)
+  m.gdn_expand_v = 2             # G: value head dim = gdn_expand_v * head_dim
 
   c.data = d = ml_collections.ConfigDict()
   d.name = "synthetic"

@@ -92,6 +92,15 @@ def _check_model(m):
   from pallas_kernels.swa.api import IMPLEMENTATIONS
   if m.attention_impl not in IMPLEMENTATIONS:
     _fail("model.attention_impl", f"must be one of {IMPLEMENTATIONS}", m.attention_impl)
+  from pallas_kernels.linear_scan.api import IMPLEMENTATIONS as REC_IMPLS
+  if m.recurrent_impl not in REC_IMPLS:
+    _fail("model.recurrent_impl", f"must be one of {REC_IMPLS}", m.recurrent_impl)
+  for f in ("chunk_size", "conv_kernel", "ssm_expand", "ssm_state", "ssm_head_dim", "gdn_expand_v"):
+    if not isinstance(m[f], int) or m[f] < 1:
+      _fail(f"model.{f}", "must be an integer >= 1", m[f])
+  if "M" in m.pattern and (m.ssm_expand * m.d_model) % m.ssm_head_dim:
+    _fail("model.ssm_head_dim", f"must divide d_inner = ssm_expand * d_model = "
+          f"{m.ssm_expand * m.d_model}", m.ssm_head_dim)
   if m.d_ff is not None and m.d_ff < 1:
     _fail("model.d_ff", "must be a positive integer", m.d_ff)
 

@@ -4,6 +4,7 @@ All three share one module; they differ only in which heads see a window. Every 
 through ``pallas_kernels.swa.api`` (window >= T is full causal attention there).
 """
 
+import jax
 import jax.numpy as jnp
 from flax import nnx
 
@@ -28,6 +29,18 @@ def attention_param_count(m) -> int:
   return 2 * m.d_model * m.n_heads * dh + 2 * m.d_model * m.n_kv_heads * dh
 
 
+def kv_floats(m) -> int:
+  return 2 * m.n_kv_heads * head_dim(m)
+
+
+def full_state_size(m, context: int) -> int:
+  return kv_floats(m) * context                       # a growing KV cache
+
+
+def swa_state_size(m, context: int) -> int:
+  return kv_floats(m) * min(m.window, context)        # a ring buffer of w slots
+
+
 class Attention(nnx.Module):
   """GQA attention; ``local_heads`` leading heads use ``window``, the rest are full."""
 
@@ -43,15 +56,16 @@ class Attention(nnx.Module):
     self.v_proj = lin(m.d_model, m.n_kv_heads * dh)
     self.o_proj = lin(m.n_heads * dh, m.d_model)
 
-  def qkv(self, x_BxTxD):
-    """Projected (and, for RoPE layers, rotated) q [B,T,H,Dh], k and v [B,T,K,Dh]."""
+  def qkv(self, x_BxTxD, offset=0):
+    """Projected (and, for RoPE layers, rotated) q [B,T,H,Dh], k and v [B,T,K,Dh];
+    ``offset`` is the position of the first token (decoding)."""
     b, t, d = x_BxTxD.shape
     x_NxD = x_BxTxD.reshape(b * t, d)      # 2-D matmuls: faster weight gradients on CPU
     q = self.q_proj(x_NxD).reshape(b, t, self.n_heads, self.head_dim)
     k = self.k_proj(x_NxD).reshape(b, t, self.n_kv_heads, self.head_dim)
     v = self.v_proj(x_NxD).reshape(b, t, self.n_kv_heads, self.head_dim)
     if self.pos == "rope":
-      pos_T = jnp.arange(t)
+      pos_T = offset + jnp.arange(t)
       q, k = apply_rope(q, pos_T, self.rope_theta), apply_rope(k, pos_T, self.rope_theta)
     return q, k, v
 
@@ -72,16 +86,47 @@ class Attention(nnx.Module):
     return self.o_proj(o.reshape(b * t, self.n_heads * self.head_dim)).reshape(b, t, -1)
 
 
-@registry.register("F", "full attention", "full", attention_param_count)
+  # --- decoding: one token at a time against a KV cache --------------------------------
+
+  def init_cache(self, batch: int, max_len: int):
+    """Full heads need every position (a growing cache, preallocated to max_len); a pure
+    SWA layer keeps a ring buffer of w slots, so its memory does not grow with context."""
+    size = min(self.window, max_len) if self.local_heads == self.n_heads else max_len
+    shape = (batch, size, self.n_kv_heads, self.head_dim)
+    return dict(k=jnp.zeros(shape, jnp.float32), v=jnp.zeros(shape, jnp.float32),
+                pos=jnp.full((size,), -1, jnp.int32))
+
+  def step(self, x_Bx1xD, cache, pos):
+    b = x_Bx1xD.shape[0]
+    q, k, v = self.qkv(x_Bx1xD, offset=pos)
+    size = cache["pos"].shape[0]
+    slot = pos % size
+    cache = dict(k=cache["k"].at[:, slot].set(k[:, 0].astype(jnp.float32)),
+                 v=cache["v"].at[:, slot].set(v[:, 0].astype(jnp.float32)),
+                 pos=cache["pos"].at[slot].set(pos))
+    group = self.n_heads // self.n_kv_heads
+    window_H = jnp.where(jnp.arange(self.n_heads) < self.local_heads, self.window, pos + 1)
+    valid_HxS = ((cache["pos"][None, :] >= 0) & (cache["pos"][None, :] <= pos)
+                 & (cache["pos"][None, :] > pos - window_H[:, None]))
+    q_BxKxGxD = q[:, 0].reshape(b, self.n_kv_heads, group, self.head_dim).astype(jnp.float32)
+    s = jnp.einsum("bkgd,bskd->bkgs", q_BxKxGxD, cache["k"]) * self.head_dim ** -0.5
+    s = jnp.where(valid_HxS.reshape(self.n_kv_heads, group, size)[None], s, -jnp.inf)
+    o = jnp.einsum("bkgs,bskd->bkgd", jax.nn.softmax(s, axis=-1), cache["v"])
+    o = o.reshape(b, self.n_heads * self.head_dim).astype(x_Bx1xD.dtype)
+    return self.o_proj(o)[:, None], cache
+
+
+@registry.register("F", "full attention", "full", attention_param_count, full_state_size)
 def full_attention(m, rngs):
   return Attention(m, local_heads=0, pos=m.pos_full, rngs=rngs)
 
 
-@registry.register("S", "sliding-window attention", "swa", attention_param_count)
+@registry.register("S", "sliding-window attention", "swa", attention_param_count, swa_state_size)
 def sliding_window_attention(m, rngs):
   return Attention(m, local_heads=m.n_heads, pos=m.pos_swa, rngs=rngs)
 
 
-@registry.register("H", "head-wise SWA/full hybrid", "headwise", attention_param_count)
+@registry.register("H", "head-wise SWA/full hybrid", "headwise", attention_param_count,
+                   full_state_size)   # its cache is full-length for all heads (the full ones need it)
 def headwise_attention(m, rngs):
   return Attention(m, local_heads=n_local_heads(m), pos=m.pos_headwise, rngs=rngs)

@@ -33,6 +33,11 @@ class Block(nnx.Module):
     x_BxTxD = x_BxTxD + self.mixer(self.mixer_norm(x_BxTxD))
     return x_BxTxD + self.mlp(self.mlp_norm(x_BxTxD))
 
+  def step(self, x_Bx1xD, cache, pos):
+    y, cache = self.mixer.step(self.mixer_norm(x_Bx1xD), cache, pos)
+    x_Bx1xD = x_Bx1xD + y
+    return x_Bx1xD + self.mlp(self.mlp_norm(x_Bx1xD)), cache
+
 
 class LM(nnx.Module):
   """Hybrid LM whose layer i uses the mixer of letter pattern[i % len(pattern)]."""
@@ -48,14 +53,55 @@ class LM(nnx.Module):
     if not m.tie_embeddings:
       self.head = nnx.Linear(m.d_model, m.vocab_size, use_bias=False, dtype=dtype, rngs=rngs)
 
-  def __call__(self, tokens_BxT):
-    x_BxTxD = self.embed(tokens_BxT)
-    for block in self.blocks:
-      x_BxTxD = block(x_BxTxD)
+  def _logits(self, x_BxTxD):
     x_BxTxD = self.final_norm(x_BxTxD)
     logits_BxTxV = self.embed.attend(x_BxTxD) if self.tie_embeddings else self.head(x_BxTxD)
     return logits_BxTxV.astype(jnp.float32)
 
+  def __call__(self, tokens_BxT):
+    x_BxTxD = self.embed(tokens_BxT)
+    for block in self.blocks:
+      x_BxTxD = block(x_BxTxD)
+    return self._logits(x_BxTxD)
+
+  # --- decoding: token by token, carrying per-layer caches ---------------------------
+
+  def init_cache(self, batch: int, max_len: int) -> list:
+    """Per-layer caches: KV (growing for full heads, a w-slot ring for SWA layers) or
+    recurrent state (constant size)."""
+    return [block.mixer.init_cache(batch, max_len) for block in self.blocks]
+
+  def decode_step(self, tokens_B, cache: list, pos):
+    """Logits [B, V] for the token at position ``pos`` and the updated caches."""
+    x_Bx1xD = self.embed(tokens_B[:, None])
+    new_cache = []
+    for block, c in zip(self.blocks, cache):
+      x_Bx1xD, c = block.step(x_Bx1xD, c, pos)
+      new_cache.append(c)
+    return self._logits(x_Bx1xD)[:, 0], new_cache
+
 
 def build_model(model_cfg, seed: int) -> LM:
   return LM(model_cfg, nnx.Rngs(params=seed))
+
+
+def decode(model: LM, tokens_BxT, max_len: int | None = None):
+  """Logits [B, T, V] computed token by token through the caches (a jitted scan): the
+  inference path long-context evaluation and generation use."""
+  b, t = tokens_BxT.shape
+  graphdef, state = nnx.split(model)
+
+  @jax.jit
+  def run(state, tokens_BxT):
+    m = nnx.merge(graphdef, state)
+    cache = m.init_cache(b, max_len or t)
+
+    def body(cache, inputs):
+      token_B, pos = inputs
+      logits_BxV, cache = nnx.merge(graphdef, state).decode_step(token_B, cache, pos)
+      return cache, logits_BxV
+
+    _, logits_TxBxV = jax.lax.scan(body, cache, (tokens_BxT.T, jnp.arange(t)))
+    return jnp.moveaxis(logits_TxBxV, 0, 1)
+
+  return run(state, tokens_BxT)

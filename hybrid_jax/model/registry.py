@@ -16,14 +16,20 @@ class MixerSpec:
   kind: str                                   # one of KINDS: what analyses call the layer
   build: Callable                             # (model_cfg, rngs) -> nnx.Module, x_BxTxD -> y_BxTxD
   param_count: Callable                       # model_cfg -> int, exact
+  state_size: Callable                        # (model_cfg, context) -> floats of inference state
 
 
 _MIXERS: dict[str, MixerSpec] = {}
 _loaded = False
 
 
-def register(letter: str, name: str, kind: str, param_count: Callable):
-  """Decorator for a mixer builder (a class or a function of (model_cfg, rngs))."""
+def register(letter: str, name: str, kind: str, param_count: Callable, state_size: Callable):
+  """Decorator for a mixer builder (a class or a function of (model_cfg, rngs)).
+
+  The module it builds maps x [B, T, D] -> y [B, T, D] and, for decoding, has
+  ``init_cache(batch, max_len)`` and ``step(x_Bx1xD, cache, pos) -> (y_Bx1xD, cache)``.
+  ``state_size(model_cfg, context)`` is the floats of cache one sequence holds after
+  ``context`` tokens (a plot axis: constant for recurrent mixers and SWA)."""
   if len(letter) != 1 or not letter.isupper():
     raise ValueError(f"mixer letter must be one upper-case letter; got {letter!r}")
   if kind not in KINDS:
@@ -32,7 +38,7 @@ def register(letter: str, name: str, kind: str, param_count: Callable):
   def wrap(build):
     if letter in _MIXERS and _MIXERS[letter].build is not build:
       raise ValueError(f"mixer letter {letter!r} is already taken by {_MIXERS[letter].name}")
-    _MIXERS[letter] = MixerSpec(letter, name, kind, build, param_count)
+    _MIXERS[letter] = MixerSpec(letter, name, kind, build, param_count, state_size)
     return build
   return wrap
 
