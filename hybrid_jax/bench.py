@@ -2,7 +2,9 @@
 
 1. forward+backward time of full causal attention, blockwise SWA and dense masked SWA at
    several sequence lengths with the number of tokens per batch fixed, and their ratios;
-2. training tokens/s and model-FLOPs utilisation (MFU) of the toy default and of a
+2. forward+backward time of the chunked recurrent scans against the sequential per-token
+   scans, with the number of tokens per batch fixed;
+3. training tokens/s and model-FLOPs utilisation (MFU) of the toy default and of a
    d_model=256 model, against this machine's fp32 matmul rate measured in the same run.
 """
 
@@ -61,6 +63,39 @@ def bench_attention(lengths, tokens, window, heads, kv_heads, head_dim, dense_at
       row["dense_masked_swa_s"] = _time(_attention_fwd_bwd("reference", window), q, k, v, reps=reps)
     rows.append(row)
     print(json.dumps(row), flush=True)
+  return rows
+
+
+def _recurrent_fwd_bwd(op, impl, chunk):
+  from pallas_kernels.delta_rule import api as delta_api
+  from pallas_kernels.linear_scan import api as scan_api
+
+  def loss(q, k, v, g, beta):
+    if op == "simple_gla":
+      o, s = scan_api.simple_gla(q, k, v, g, implementation=impl, chunk_size=chunk)
+    else:
+      o, s = delta_api.gated_delta_rule(q, k, v, g, beta, implementation=impl, chunk_size=chunk)
+    return jnp.sum(o) + jnp.sum(s)
+  return jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4)))
+
+
+def bench_recurrent(lengths, tokens, heads, dim, chunk, reps):
+  rows = []
+  for t in lengths:
+    b = max(1, tokens // t)
+    ks = jax.random.split(jax.random.PRNGKey(t), 5)
+    q = jax.random.normal(ks[0], (b, t, heads, dim))
+    k = jax.random.normal(ks[1], (b, t, heads, dim))
+    k = k / jnp.linalg.norm(k, axis=-1, keepdims=True)
+    v = jax.random.normal(ks[2], (b, t, heads, dim))
+    g = -jax.nn.softplus(jax.random.normal(ks[3], (b, t, heads)))
+    beta = jax.nn.sigmoid(jax.random.normal(ks[4], (b, t, heads)))
+    for op in ("simple_gla", "gated_delta_rule"):
+      row = dict(op=op, T=t, B=b)
+      for impl, key in (("xla", "chunked_s"), ("reference", "sequential_s")):
+        row[key] = _time(_recurrent_fwd_bwd(op, impl, chunk), q, k, v, g, beta, reps=reps)
+      rows.append(row)
+      print(json.dumps(row), flush=True)
   return rows
 
 
@@ -139,7 +174,10 @@ def main(argv=None):
   p.add_argument("--head-dim", type=int, default=64)
   p.add_argument("--reps", type=int, default=2)
   p.add_argument("--train-steps", type=int, default=10)
-  p.add_argument("--skip", choices=["attention", "training"], action="append", default=[])
+  p.add_argument("--recurrent-lengths", default="1024,4096,16384")
+  p.add_argument("--chunk", type=int, default=64)
+  p.add_argument("--skip", choices=["attention", "recurrent", "training"], action="append",
+                 default=[])
   a = p.parse_args(argv)
   lengths = [int(x) for x in a.lengths.split(",")]
   print(f"# backend={jax.default_backend()} devices={jax.device_count()}", flush=True)
@@ -156,6 +194,18 @@ def main(argv=None):
     summary[f"full_over_swa_at_T{t_max}"] = by_t[t_max]["full_s"] / by_t[t_max]["swa_s"]
     summary[f"dense_masked_over_swa_at_T{t_max}"] = (
         by_t[t_max]["dense_masked_swa_s"] / by_t[t_max]["swa_s"])
+  if "recurrent" not in a.skip:
+    rec_lengths = [int(x) for x in a.recurrent_lengths.split(",")]
+    print(f"# recurrent fwd+bwd, B*T={a.tokens}, H=4, K=V={a.head_dim}, chunk={a.chunk}",
+          flush=True)
+    rows = bench_recurrent(rec_lengths, a.tokens, 4, a.head_dim, a.chunk, a.reps)
+    t_lo, t_hi = min(rec_lengths), max(rec_lengths)
+    for op in ("simple_gla", "gated_delta_rule"):
+      by_t = {r["T"]: r for r in rows if r["op"] == op}
+      summary[f"{op}_chunked_time_per_token_T{t_hi}_over_T{t_lo}"] = (
+          by_t[t_hi]["chunked_s"] / by_t[t_lo]["chunked_s"])
+      summary[f"{op}_sequential_over_chunked_at_T{t_hi}"] = (
+          by_t[t_hi]["sequential_s"] / by_t[t_hi]["chunked_s"])
   if "training" not in a.skip:
     peak = matmul_peak_flops()
     print(f"# fp32 matmul peak (2048^3, best of 10, this machine): {peak / 1e9:.1f} GFLOP/s",

@@ -179,3 +179,12 @@ def test_cli_bad_config_fails_in_one_line_before_creating_anything(tmp_path, con
   assert proc.stderr.strip().splitlines() == [
       "hybrid-jax: error: config.model.n_kv_heads: must divide model.n_heads=4 (got 3)"]
   assert not workdir.exists()
+
+
+def test_a_hybrid_of_every_mixer_trains(tmp_path):
+  c = tiny_config(pattern="MGLH", n_layers=4, steps=6)
+  c.checkpoint.every, c.checkpoint.log_per_octave = 3, 0
+  train(c, tmp_path / "full", progress=False)
+  records = _curve(tmp_path / "full")
+  assert all(r["loss"] == r["loss"] and r["grad_norm"] > 0 for r in records)
+  assert records[-1]["loss"] < records[0]["loss"]
