@@ -28,6 +28,11 @@ def _time(fn, *args, reps=2):
   return best
 
 
+def _normal_inputs(seed, *shapes):
+  keys = jax.random.split(jax.random.PRNGKey(seed), len(shapes))
+  return [jax.random.normal(key, shape) for key, shape in zip(keys, shapes)]
+
+
 def matmul_peak_flops(n=2048, reps=10) -> float:
   """fp32 matmul rate of this machine: the denominator of MFU."""
   a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
@@ -52,10 +57,8 @@ def bench_attention(lengths, tokens, window, heads, kv_heads, head_dim, dense_at
   rows = []
   for t in lengths:
     b = max(1, tokens // t)
-    ks = jax.random.split(jax.random.PRNGKey(t), 3)
-    q = jax.random.normal(ks[0], (b, t, heads, head_dim))
-    k = jax.random.normal(ks[1], (b, t, kv_heads, head_dim))
-    v = jax.random.normal(ks[2], (b, t, kv_heads, head_dim))
+    q, k, v = _normal_inputs(t, (b, t, heads, head_dim), (b, t, kv_heads, head_dim),
+                             (b, t, kv_heads, head_dim))
     row = dict(T=t, B=b)
     row["full_s"] = _time(_attention_fwd_bwd("full", None), q, k, v, reps=reps)
     row["swa_s"] = _time(_attention_fwd_bwd("xla", window), q, k, v, reps=reps)
@@ -83,13 +86,10 @@ def bench_recurrent(lengths, tokens, heads, dim, chunk, reps):
   rows = []
   for t in lengths:
     b = max(1, tokens // t)
-    ks = jax.random.split(jax.random.PRNGKey(t), 5)
-    q = jax.random.normal(ks[0], (b, t, heads, dim))
-    k = jax.random.normal(ks[1], (b, t, heads, dim))
+    qkv, gates = (b, t, heads, dim), (b, t, heads)
+    q, k, v, g, beta = _normal_inputs(t, qkv, qkv, qkv, gates, gates)
     k = k / jnp.linalg.norm(k, axis=-1, keepdims=True)
-    v = jax.random.normal(ks[2], (b, t, heads, dim))
-    g = -jax.nn.softplus(jax.random.normal(ks[3], (b, t, heads)))
-    beta = jax.nn.sigmoid(jax.random.normal(ks[4], (b, t, heads)))
+    g, beta = -jax.nn.softplus(g), jax.nn.sigmoid(beta)
     for op in ("simple_gla", "gated_delta_rule"):
       row = dict(op=op, T=t, B=b)
       for impl, key in (("xla", "chunked_s"), ("reference", "sequential_s")):

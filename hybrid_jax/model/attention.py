@@ -12,7 +12,6 @@ from hybrid_jax.model import registry
 from hybrid_jax.model.rope import apply_rope
 from pallas_kernels.swa import api as swa_api
 
-FULL_WINDOW = None   # sentinel: attend to the whole causal prefix
 
 
 def head_dim(m) -> int:

@@ -6,7 +6,6 @@ import sys
 import time
 
 import jax
-import numpy as np
 from flax import nnx
 from tqdm import tqdm
 

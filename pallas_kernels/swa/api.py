@@ -1,6 +1,5 @@
 """Public entry point for sliding-window attention; models call only this."""
 
-import jax
 
 from pallas_kernels.swa import reference, xla
 
