@@ -31,6 +31,8 @@ def test_band_mask_semantics():
     (40, 40, None, 4, 2),  # w = T
     (40, 100, None, 6, 3), # w > T
     (48, 17, None, 4, 1),  # default block size
+    (40, 40, 8, 4, 2),     # full causal, block skipping over 5 query blocks
+    (37, 64, 16, 6, 3),    # full causal, T not a multiple of the block
 ])
 def test_blockwise_matches_dense_forward_and_grads(t, window, block, h, kv):
   q, k, v = _qkv(2, t, h, kv, 8)

@@ -36,22 +36,72 @@ def _ungrouped(o_BxKxTxGxD):
 
 
 def _softmax_attend(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale, out_dtype):
-  """Masked softmax attention over leading batch axes: q [..., Q, G, D], k/v [..., L, D]."""
-  s = jnp.einsum("...qgd,...ld->...qgl", q_QxGxD, k_LxD, preferred_element_type=jnp.float32)
-  s = jnp.where(mask_QxL[..., :, None, :], s * scale, -jnp.inf)
-  p = jax.nn.softmax(s, axis=-1)
-  o = jnp.einsum("...qgl,...ld->...qgd", p.astype(v_LxD.dtype), v_LxD,
-                 preferred_element_type=jnp.float32)
-  return o.astype(out_dtype)
+  """Masked softmax attention over leading batch axes: q [..., Q, G, D], k/v [..., L, D].
+
+  The backward pass is flash-style (custom_vjp): it keeps only the output and the row
+  log-sum-exp, recomputes the probabilities with one fused exp, and takes the softmax
+  gradient's row term from dO . O instead of a reduction over the keys; this saves
+  several full passes over the [Q, G, L] score tensor, which dominate on CPU.
+  """
+  def scores(q, k, mask):
+    s = jnp.einsum("...qgd,...ld->...qgl", q, k, preferred_element_type=jnp.float32)
+    return jnp.where(mask[..., :, None, :], s * scale, -jnp.inf)
+
+  def forward(q, k, v, mask):
+    s = scores(q, k, mask)
+    m = jnp.max(s, axis=-1, keepdims=True)
+    m = jnp.where(jnp.isfinite(m), m, 0.0)     # a query that sees no key (padding rows)
+    p = jnp.exp(s - m)
+    l = jnp.sum(p, axis=-1, keepdims=True)
+    o = jnp.einsum("...qgl,...ld->...qgd", p.astype(v.dtype), v,
+                   preferred_element_type=jnp.float32) / jnp.maximum(l, 1e-30)
+    return o, m + jnp.log(jnp.maximum(l, 1e-30))
+
+  @jax.custom_vjp
+  def attend(q, k, v, mask):
+    return forward(q, k, v, mask)[0].astype(out_dtype)
+
+  def attend_fwd(q, k, v, mask):
+    o, lse = forward(q, k, v, mask)
+    return o.astype(out_dtype), (q, k, v, mask, o, lse)
+
+  def attend_bwd(res, do):
+    q, k, v, mask, o, lse = res
+    do = do.astype(jnp.float32)
+    p = jnp.exp(scores(q, k, mask) - lse)
+    dv = jnp.einsum("...qgl,...qgd->...ld", p, do)
+    dp = jnp.einsum("...qgd,...ld->...qgl", do, v.astype(jnp.float32))
+    delta = jnp.sum(do * o, axis=-1, keepdims=True)
+    ds = p * (dp - delta) * scale
+    dq = jnp.einsum("...qgl,...ld->...qgd", ds, k.astype(jnp.float32))
+    dk = jnp.einsum("...qgl,...qgd->...ld", ds, q.astype(jnp.float32))
+    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
+
+  attend.defvjp(attend_fwd, attend_bwd)
+  return attend(q_QxGxD, k_LxD, v_LxD, mask_QxL)
 
 
-def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None):
-  """Dense causal attention (the w >= T case) in the same grouped layout."""
+def causal_block_size(t: int) -> int:
+  """Query blocks of >= 128 rows, at most 16 of them: skipping the key blocks above the
+  diagonal saves (N - 1) / 2N of the work, and few blocks keep the program small."""
+  return max(128, -(-t // 16))
+
+
+def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
+                          block_size: int | None = None):
+  """Causal attention (the w >= T case) with causal block skipping: query block n attends
+  only to the keys of blocks 0..n, so no work is spent above the diagonal."""
   t, d = q_BxTxHxD.shape[1], q_BxTxHxD.shape[3]
   scale = d ** -0.5 if scale is None else scale
+  c = block_size or causal_block_size(t)
   q, k, v = _grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
-  causal_TxT = jnp.arange(t)[None, :] <= jnp.arange(t)[:, None]
-  return _ungrouped(_softmax_attend(q, k, v, causal_TxT, scale, q_BxTxHxD.dtype))
+  o_blocks = []
+  for start in range(0, t, c):
+    end = min(start + c, t)
+    causal_QxL = jnp.arange(end)[None, :] <= jnp.arange(start, end)[:, None]
+    o_blocks.append(_softmax_attend(q[:, :, start:end], k[:, :, :end], v[:, :, :end],
+                                    causal_QxL, scale, q_BxTxHxD.dtype))
+  return _ungrouped(jnp.concatenate(o_blocks, axis=2))
 
 
 def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, scale=None,
@@ -61,7 +111,8 @@ def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, sc
   n_kv = k_BxTxKxD.shape[2]
   scale = d ** -0.5 if scale is None else scale
   if window >= t:
-    return full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, scale=scale)
+    return full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, scale=scale,
+                                 block_size=block_size)
   c = block_size or default_block_size(t, window)
   n_back = math.ceil((window - 1) / c)          # earlier key blocks a query block can see
   n_blocks = math.ceil(t / c)
