@@ -1,7 +1,8 @@
-"""The ``hybrid-jax`` command: ``train`` and ``bench`` (more subcommands join with their issues).
+"""The ``hybrid-jax`` command: ``train``, ``eval``, ``plot``, ``data`` and ``bench``.
 
 ``train`` takes ml_collections config-file flags: ``--config FILE`` (default: the toy CPU
-config) and overrides such as ``--config.model.window=64``.
+config) and overrides such as ``--config.model.window=64``; ``eval`` takes the run's own
+config with ``--config.eval.*`` overrides.
 """
 
 import argparse
@@ -72,9 +73,10 @@ def cmd_train(argv):
     _die(str(e))
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
   from hybrid_jax.train.rundir import RunDirError
+  from hybrid_jax.eval.checkpoints import EvalInputError
   try:
     status = train(config, workdir)
-  except RunDirError as e:
+  except (RunDirError, EvalInputError) as e:
     _die(str(e))
   except Preempted as e:
     print(f"hybrid-jax: {e}", file=sys.stderr)
@@ -82,13 +84,111 @@ def cmd_train(argv):
   print(f"hybrid-jax: run {workdir}: {status['state']} at step {status['step']}/{status['total_steps']}")
 
 
+def _unset_overrides(argv):
+  """(argv without ``--config.x=None`` flags, the dotted keys they unset)."""
+  is_unset = lambda a: a.startswith("--config.") and a.split("=", 1)[-1] in ("None", "none")
+  return ([a for a in argv if not is_unset(a)],
+          [a.split("=", 1)[0][len("--config."):] for a in argv if is_unset(a)])
+
+
+def parse_eval_flags(argv: list[str]):
+  """(config, workdir) from ``--workdir RUN --config.eval.a=v``: the run's config.json with
+  eval overrides (only ``eval.*`` may change: the model and data are the run's)."""
+  from absl import flags
+  from ml_collections import config_flags
+
+  from hybrid_jax.eval.checkpoints import EvalInputError, load_run_config
+  if any(a in ("-h", "--help") for a in argv):
+    print("usage: hybrid-jax eval --workdir RUN [--config.eval.KEY=VALUE ...]\n\n"
+          "Evaluates every checkpoint of RUN without a record for these settings and appends\n"
+          "one line per checkpoint to RUN/eval.jsonl. Settings: the run's config.json eval\n"
+          "section, then the overrides (keys: hybrid_jax/configs/base.py, section eval).")
+    raise SystemExit(0)
+  workdir = None
+  rest = []
+  for i, a in enumerate(argv):
+    if a.startswith("--workdir="):
+      workdir = a.split("=", 1)[1]
+    elif a == "--workdir" and i + 1 < len(argv):
+      workdir = argv[i + 1]
+    elif not (i and argv[i - 1] == "--workdir"):
+      rest.append(a)
+  if not workdir:
+    _die("--workdir is required")
+  for a in rest:
+    if not a.startswith("--config.eval."):
+      _die(f"unknown flag {a.split('=', 1)[0]} (eval takes --workdir and --config.eval.* overrides)")
+  try:
+    config = load_run_config(workdir)
+  except EvalInputError as e:
+    _die(str(e))
+  rest, unset = _unset_overrides(rest)
+  full_argv = ["hybrid-jax eval"] + rest
+  fv = flags.FlagValues()
+  try:
+    config_flags.DEFINE_config_dict("config", config, flag_values=fv, sys_argv=full_argv)
+    fv(full_argv)
+    config = fv.config
+    for path in unset:
+      leaf = path.split(".")[-1]
+      if leaf not in config.eval:
+        raise KeyError(f"unknown config key {path}")
+      config.eval[leaf] = None
+  except flags.Error as e:
+    _die(_one_line(e))
+  except (KeyError, AttributeError) as e:
+    _die(f"unknown config key in an override: {_one_line(e)}")
+  return config, workdir
+
+
+def cmd_eval(argv):
+  config, workdir = parse_eval_flags(argv)
+  from hybrid_jax.configs import ConfigError
+  from hybrid_jax.eval.checkpoints import EvalInputError
+  from hybrid_jax.eval.evaluate import evaluate_run
+  from hybrid_jax.train.rundir import RunDirError
+  try:
+    evaluate_run(workdir, config)
+  except (ConfigError, EvalInputError, RunDirError, ImportError) as e:
+    _die(_one_line(e))
+
+
+def cmd_plot(argv):
+  kinds = {"emergence": "hybrid_jax.plot.emergence"}
+  if not argv or argv[0] not in kinds:
+    _die(f"plot needs a kind: {', '.join(kinds)} (e.g. hybrid-jax plot emergence RUN...)")
+  import importlib
+  importlib.import_module(kinds[argv[0]]).main(argv[1:])
+
+
+def cmd_data(argv):
+  try:
+    from hybrid_jax.data import cli as data_cli
+  except ImportError as e:
+    _die(f"hybrid-jax data is not available ({_one_line(e)})")
+  data_cli.main(argv)
+
+
 def cmd_bench(argv):
+  """``bench [flags]``: kernels and training; ``bench data ...``, ``bench eval ...``: theirs."""
+  import importlib
+  subs = {"data": "hybrid_jax.data.bench", "eval": "hybrid_jax.eval.bench"}
+  if argv and argv[0] in subs:
+    try:
+      module = importlib.import_module(subs[argv[0]])
+    except ImportError as e:
+      _die(f"hybrid-jax bench {argv[0]} is not available ({_one_line(e)})")
+    module.main(argv[1:])
+    return
   from hybrid_jax import bench
   bench.main(argv)
 
 
 COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
-            "bench": (cmd_bench, "print kernel and training speed figures")}
+            "eval": (cmd_eval, "evaluate every checkpoint of a run not yet evaluated"),
+            "plot": (cmd_plot, "figures from run directories (plot emergence DIR...)"),
+            "data": (cmd_data, "prepare and inspect the data"),
+            "bench": (cmd_bench, "print kernel, training (bench data, bench eval) speed figures")}
 
 
 def _use_persistent_compilation_cache():

@@ -47,6 +47,11 @@ def base_config() -> ml_collections.ConfigDict:
   d.seed = config_dict.placeholder(int)       # default: train.seed
   d.n_pairs = 8                  # key/value pairs per sequence (dense retrieval supervision)
   d.min_distance = 1             # query-to-evidence distance, log-uniform in [min, seq_len]
+  d.distance = "log_uniform"     # mix: distance law on [min_distance, seq_len]: log_uniform | uniform
+  d.long_fraction = 0.5          # mix: share of long rows (retrieval pairs in prose); the rest short
+  d.short_len = 64               # mix: tokens per short document (packed into seq_len rows)
+  d.corpus = ""                  # mix: directory from `hybrid-jax data build` ("" = prose from the seed)
+  d.tokenizer = "byte"           # "byte", or a sentencepiece model file / data directory holding one
 
   c.train = t = ml_collections.ConfigDict()
   t.batch_size = 8
@@ -69,4 +74,21 @@ def base_config() -> ml_collections.ConfigDict:
   k.every = 100                  # latest checkpoint cadence (bounds the work a crash loses)
   k.log_per_octave = 2           # kept log-spaced checkpoints per doubling of steps
   k.log_min_step = 1
+
+  c.eval = e = ml_collections.ConfigDict()
+  e.every = config_dict.placeholder(int)     # training: evaluate every k steps (None: off)
+  e.tasks = "all"                # comma-separated hybrid_jax.data.tasks names, "all", or ""
+  e.lengths = (512, 1024, 2048)  # context lengths of the synthetic tasks
+  e.depths = (0.0, 0.5, 1.0)     # needle depths (fraction of the context before the needle)
+  e.examples = 8                 # examples per (task, length, depth)
+  e.seed = 1234                  # seed of every evaluation example (same for every run)
+  e.batch_tokens = 8192          # rows per forward pass = max(1, batch_tokens // length)
+  e.short_length = config_dict.placeholder(int)   # short-context loss length (None: data.seq_len)
+  e.short_rows = 32              # held-out sequences for the short-context loss (0: off)
+  e.longppl_length = 1024        # LongPPL: length of each long held-out sequence
+  e.longppl_rows = 8             # LongPPL: number of long sequences (0: off)
+  e.longppl_window = 128         # LongPPL: truncated context (tokens) for key-token selection
+  e.longppl_threshold = 2.0      # LongPPL: key token when the loss drops by more (nats)
+  e.reference = config_dict.placeholder(str)      # LongPPL key tokens: run dir (None: the model)
+  e.reference_step = config_dict.placeholder(int) # ... its checkpoint (None: its latest)
   return c

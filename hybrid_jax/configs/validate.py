@@ -11,7 +11,7 @@ from hybrid_jax.configs.base import base_config
 POS_SCHEMES = ("rope", "nope")
 SCHEDULES = ("cosine", "wsd", "constant")
 DTYPES = ("float32", "bfloat16")
-DATASETS = ("synthetic",)
+DATASETS = ("synthetic", "mix")
 SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff")
 
 
@@ -114,9 +114,12 @@ def _check_data(d, vocab_size):
     _fail("data.n_pairs", f"must be in [0, seq_len/6 = {d.seq_len // 6}]", d.n_pairs)
   if not 1 <= d.min_distance < d.seq_len:
     _fail("data.min_distance", f"must be in [1, seq_len={d.seq_len})", d.min_distance)
-  from hybrid_jax.data.synthetic import MIN_VOCAB
-  if vocab_size < MIN_VOCAB:
-    _fail("model.vocab_size", f"synthetic data needs >= {MIN_VOCAB} tokens", vocab_size)
+  if d.name == "synthetic":
+    from hybrid_jax.data.synthetic import MIN_VOCAB
+    if vocab_size < MIN_VOCAB:
+      _fail("model.vocab_size", f"synthetic data needs >= {MIN_VOCAB} tokens", vocab_size)
+  from hybrid_jax.data.config_rules import check_data   # tokenizer, corpus and mix rules
+  check_data(d, vocab_size, _fail)
 
 
 def _check_train(t):
@@ -143,6 +146,13 @@ def _check_checkpoint(k):
     _fail("checkpoint.every", "must be >= 1", k.every)
   if k.log_per_octave < 0:
     _fail("checkpoint.log_per_octave", "must be >= 0", k.log_per_octave)
+
+
+def _check_eval(e):
+  """Evaluation settings (section ``eval``); task names and minimum lengths come from
+  ``hybrid_jax.data.tasks`` (see ``hybrid_jax.eval.settings``)."""
+  from hybrid_jax.eval.settings import check_eval_section
+  check_eval_section(e, _fail)
 
 
 def _budget(cfg, n_params):
@@ -191,6 +201,7 @@ def resolve(cfg) -> ml_collections.ConfigDict:
   _check_data(out.data, m.vocab_size)
   _check_train(out.train)
   _check_checkpoint(out.checkpoint)
+  _check_eval(out.eval)
   if out.data.seed is None:
     out.data.seed = out.train.seed
   n = sizes.non_embedding_params(m)

@@ -1,4 +1,5 @@
-"""The training loop: resolve, resume, train, log, checkpoint, handle preemption."""
+"""The training loop: resolve, resume, train, log, checkpoint, evaluate (``eval.every``),
+handle preemption."""
 
 import json
 import signal
@@ -60,6 +61,9 @@ def init_state(cfg):
 def train(cfg, workdir, *, progress: bool | None = None) -> dict:
   """Train (or resume) the run in ``workdir``; returns its final status."""
   cfg = resolve(cfg)                       # ConfigError here: nothing computed, nothing written
+  if cfg.eval.every:                       # bad eval settings too (EvalInputError, one line)
+    from hybrid_jax.eval.evaluate import check_settings
+    check_settings(cfg)
   config = json.loads(cfg.to_json())
   run = RunDir(workdir)
   run.lock()
@@ -82,6 +86,9 @@ def _train_locked(cfg, run, progress) -> dict:
     except Exception as e:  # a corrupt or foreign checkpoint: say so, touch nothing
       raise RunDirError(f"cannot restore checkpoint {start} in {run.checkpoint_dir}: "
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+  from hybrid_jax.eval.evaluate import TrainingEval
+  evaluate = TrainingEval(cfg, run, graphdef, rest)
+  evaluate(start, state["params"])         # a crash between checkpoint and eval record
   if start >= total:
     run.write_status("done", start, total)
     ckpt.close()
@@ -125,6 +132,10 @@ def _train_locked(cfg, run, progress) -> dict:
           run.write_status("preempted", step, total, f"stopped by signal {stop.signum}")
           raise Preempted(f"preempted at step {step}/{total}; rerun the same command to resume")
         ckpt.save(step, state, force=step == total)
+        if (record := evaluate(step, state["params"])) is not None:
+          for k, v in record.items():
+            if k not in ("step", "settings_id") and isinstance(v, (int, float)):
+              writer.add_scalar(f"eval/{k}", v, step)
   except Preempted:
     raise
   except Exception as e:

@@ -1,6 +1,7 @@
 """The run directory contract: config.json, status.json, metrics.jsonl, checkpoints/,
-tensorboard/. Every file is replaced atomically (write a temp file, then rename), so a
-crash at any moment leaves either the old or the new version, never half of one."""
+tensorboard/, eval.jsonl. Every file is replaced atomically (write a temp file, then rename),
+so a crash at any moment leaves either the old or the new version, never half of one; the
+.jsonl logs are appended line by line and their readers drop a torn last line."""
 
 import fcntl
 import json
@@ -43,7 +44,9 @@ class RunDir:
     self.metrics_path = self.path / "metrics.jsonl"
     self.checkpoint_dir = self.path / "checkpoints"
     self.tensorboard_dir = self.path / "tensorboard"
+    self.eval_path = self.path / "eval.jsonl"
     self._lock_file = None
+    self._eval_lock_file = None
 
   def lock(self):
     """Hold an exclusive lock for this process's lifetime: one trainer per run, ever."""
@@ -106,3 +109,54 @@ class RunDir:
   def append_metrics(self, record: dict):
     with open(self.metrics_path, "a") as f:
       f.write(json.dumps(record) + "\n")
+
+  # --- eval.jsonl: one record per (checkpoint step, eval settings id) -----------------
+
+  def read_eval(self) -> list[dict]:
+    """Complete eval records in file order; unparseable (torn) lines are skipped and a
+    repeated (step, settings_id) keeps its first record."""
+    if not self.eval_path.exists():
+      return []
+    records, seen = [], set()
+    for line in self.eval_path.read_text().splitlines():
+      try:
+        r = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      if not isinstance(r, dict):
+        continue
+      key = (r.get("step"), r.get("settings_id"))
+      if key not in seen:
+        seen.add(key)
+        records.append(r)
+    return records
+
+  def append_eval(self, record: dict):
+    """Append one line, flushed and fsynced; a torn last line (a crash mid-write) is ended
+    first so it cannot swallow this record."""
+    line = json.dumps(record) + "\n"
+    with open(self.eval_path, "ab+") as f:
+      f.seek(0, os.SEEK_END)
+      if f.tell():
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) != b"\n":
+          line = "\n" + line
+      f.write(line.encode())
+      f.flush()
+      os.fsync(f.fileno())
+
+  def lock_eval(self):
+    """One evaluator per run at a time (the trainer's own lock is separate)."""
+    self._eval_lock_file = open(self.path / ".eval.lock", "w")
+    try:
+      fcntl.flock(self._eval_lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      self._eval_lock_file.close()
+      self._eval_lock_file = None
+      raise RunDirError(f"run directory {self.path} is being evaluated by another process") from None
+
+  def unlock_eval(self):
+    if self._eval_lock_file is not None:
+      fcntl.flock(self._eval_lock_file, fcntl.LOCK_UN)
+      self._eval_lock_file.close()
+      self._eval_lock_file = None

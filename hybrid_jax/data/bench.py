@@ -1,0 +1,114 @@
+"""``hybrid-jax bench data``: is the data path fast enough never to be the bottleneck?
+
+Prints one JSON line per producer (the training mix, each task generator): examples/s and
+tokens/s on one CPU thread, and the ratio to the training consumption (tokens/s of a few
+train steps of the toy default, or ``--train-tokens-per-s``). Target: ratio >= 10.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+TARGET_RATIO = 10.0
+
+
+def train_tokens_per_s(steps: int = 4) -> float:
+  """Median tokens/s of compiled train steps of the toy default config."""
+  import jax
+  import numpy as np
+
+  from hybrid_jax.configs import resolve
+  from hybrid_jax.configs.default import get_config
+  from hybrid_jax.data import make_source
+  from hybrid_jax.train.loop import init_state
+  from hybrid_jax.train.step import make_train_step
+  cfg = resolve(get_config())
+  graphdef, rest, state, tx, _ = init_state(cfg)
+  step_fn = make_train_step(graphdef, rest, tx)
+  source = make_source(cfg)
+  batches = [jax.device_put(source.batch(s)) for s in range(steps + 1)]
+  state, m = step_fn(state, batches[0])       # compile
+  jax.block_until_ready(m)
+  times = []
+  for b in batches[1:]:
+    t0 = time.perf_counter()
+    state, m = step_fn(state, b)
+    jax.block_until_ready(m)
+    times.append(time.perf_counter() - t0)
+  return cfg.train.batch_size * cfg.data.seq_len / float(np.median(times))
+
+
+def rate(make, tokens_each: int, seconds: float, min_reps: int = 3) -> tuple[float, float]:
+  """(examples/s, tokens/s) of ``make(i)``, called with fresh indices for ``seconds``."""
+  make(0)   # warm caches
+  n, t0 = 0, time.perf_counter()
+  while n < min_reps or time.perf_counter() - t0 < seconds:
+    make(n + 1)
+    n += 1
+  dt = time.perf_counter() - t0
+  return n / dt, n * tokens_each / dt
+
+
+def _parser():
+  p = argparse.ArgumentParser(prog="hybrid-jax bench data", description=__doc__.splitlines()[0])
+  p.add_argument("--train-tokens-per-s", type=float, default=None,
+                 help="training consumption to compare with (default: measure the toy default)")
+  p.add_argument("--length", type=int, default=2048, help="task example length (tokens)")
+  p.add_argument("--seq-len", type=int, default=256, help="training mix row length")
+  p.add_argument("--batch-size", type=int, default=8, help="training mix rows per batch")
+  p.add_argument("--data", default="", help="corpus directory (default: prose from the seed)")
+  p.add_argument("--tokenizer", default="byte")
+  p.add_argument("--seconds", type=float, default=1.5, help="time per producer")
+  p.add_argument("--tasks", default="all", help="comma-separated task names, or all")
+  return p
+
+
+def main(argv=None):
+  args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+  from hybrid_jax.configs.base import base_config
+  from hybrid_jax.data import tasks
+  from hybrid_jax.data.mix import TrainingMix
+  from hybrid_jax.data.tokenizer import load_tokenizer
+  names = tasks.TASK_NAMES if args.tasks == "all" else tuple(args.tasks.split(","))
+  try:
+    for name in names:
+      tasks.make_example(name, length=args.length, depth=0.5, seed=0, index=0)
+    tokenizer = load_tokenizer(args.tokenizer)
+    d = base_config().data
+    d.name, d.seq_len, d.seed, d.corpus = "mix", args.seq_len, 0, args.data
+    mix = TrainingMix(d, batch_size=args.batch_size, tokenizer=tokenizer)
+    corpus = None
+    if args.data:
+      from hybrid_jax.data.corpus import open_corpus
+      corpus = open_corpus(args.data, "validation")
+  except ValueError as e:
+    print(f"hybrid-jax bench data: error: {' '.join(str(e).split())}", file=sys.stderr)
+    raise SystemExit(2)
+
+  consumption = args.train_tokens_per_s or train_tokens_per_s()
+  print(json.dumps(dict(producer="train_consumption", tokens_per_s=round(consumption))), flush=True)
+  rows = []
+
+  def report(producer, ex_s, tok_s, **extra):
+    row = dict(producer=producer, examples_per_s=round(ex_s, 1), tokens_per_s=round(tok_s),
+               ratio=round(tok_s / consumption, 1), ok=tok_s >= TARGET_RATIO * consumption, **extra)
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+
+  tokens = args.batch_size * args.seq_len
+  bps, tps = rate(lambda s: mix.batch(s), tokens, args.seconds)
+  report("mix", bps * args.batch_size, tps, seq_len=args.seq_len)
+  for name in names:
+    ex_s, tok_s = rate(lambda i: tasks.make_example(name, length=args.length, depth=0.5, seed=0, index=i,
+                                                    tokenizer=tokenizer, corpus=corpus),
+                       args.length, args.seconds)
+    report(name, ex_s, tok_s, length=args.length)
+  slow = [r["producer"] for r in rows if not r["ok"]]
+  print(f"data path: {len(rows) - len(slow)}/{len(rows)} producers >= {TARGET_RATIO:g}x the training "
+        f"consumption ({consumption:,.0f} tokens/s)" + (f"; below: {', '.join(slow)}" if slow else ""))
+  return rows
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,192 @@
+"""``hybrid-jax data``: build a text corpus, train a tokenizer on it, show examples.
+
+  hybrid-jax data build --source python-docs --out data/pydocs
+  hybrid-jax data build --source my_texts/ --out data/mine          (any .txt/.md directory)
+  hybrid-jax data build --source tfds:pg19 --out data/pg19          (needs its download)
+  hybrid-jax data tokenizer --data data/pydocs --vocab-size 4096    (data/pydocs/tokenizer.model)
+  hybrid-jax data show niah_single_prose --length 512 --depth 0.5 --data data/pydocs
+  hybrid-jax data show mix --seq-len 256 --step 0 --row 0
+  hybrid-jax data show corpus --data data/pydocs --split validation --index 3
+
+Every error is one line, found before anything is written; nothing existing is overwritten.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+PROG = "hybrid-jax data"
+ANSWER_MARKS, EVIDENCE_MARKS = ("[[", "]]"), ("<<", ">>")
+
+
+class _Parser(argparse.ArgumentParser):
+  def error(self, message):
+    _die(f"{self.prog.split(' ', 2)[-1] if ' ' in self.prog else self.prog}: {message}")
+
+
+def _die(message: str, code: int = 2):
+  print(f"{PROG}: error: {' '.join(str(message).split())}", file=sys.stderr)
+  raise SystemExit(code)
+
+
+def _parser():
+  p = _Parser(prog=PROG, description=__doc__.splitlines()[0],
+              formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
+  sub = p.add_subparsers(dest="command", parser_class=_Parser)
+  b = sub.add_parser("build", help="build a corpus directory (tfds, array_record)")
+  b.add_argument("--source", action="append", required=True,
+                 help="python-docs, a directory of .txt/.md files, or tfds:NAME (repeatable)")
+  b.add_argument("--out", required=True, help="new (or empty) directory to build into")
+  b.add_argument("--validation-fraction", type=float, default=0.05)
+  b.add_argument("--max-documents", type=int, default=None)
+  t = sub.add_parser("tokenizer", help="train a sentencepiece model on a built corpus")
+  t.add_argument("--data", required=True, help="a directory built by `data build`")
+  t.add_argument("--vocab-size", type=int, default=4096)
+  t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe")
+  t.add_argument("--max-documents", type=int, default=None)
+  s = sub.add_parser("show", help="print a decoded task example, mix row or corpus document")
+  s.add_argument("what", help="a task name, 'mix' or 'corpus'")
+  s.add_argument("--data", default="", help="corpus directory (prose haystacks, mix text)")
+  s.add_argument("--tokenizer", default="byte", help="'byte' or a sentencepiece model / data dir")
+  s.add_argument("--length", type=int, default=512, help="task: example length in tokens")
+  s.add_argument("--depth", type=float, default=0.5)
+  s.add_argument("--seed", type=int, default=0)
+  s.add_argument("--index", type=int, default=0, help="task example / corpus document index")
+  s.add_argument("--n-classes", type=int, default=0)
+  s.add_argument("--seq-len", type=int, default=256, help="mix: row length")
+  s.add_argument("--step", type=int, default=0)
+  s.add_argument("--row", type=int, default=0)
+  s.add_argument("--long-fraction", type=float, default=0.5)
+  s.add_argument("--n-pairs", type=int, default=None, help="mix: pairs per long row "
+                 "(default: data.n_pairs, at most seq_len/28)")
+  s.add_argument("--split", default="validation", help="corpus/tasks: split of --data")
+  return p
+
+
+def cmd_build(args):
+  from hybrid_jax.data.corpus import build
+  m = build(args.source, args.out, validation_fraction=args.validation_fraction,
+            max_documents=args.max_documents)
+  docs, chars = m["documents"], m.get("characters", {})
+  print(f"{PROG}: built {args.out}: " + ", ".join(
+      f"{k} {docs[k]} documents" + (f" ({chars[k] / 1e6:.2f}M characters)" if k in chars else "")
+      for k in docs) + f"; license: {m['license']}")
+
+
+def cmd_tokenizer(args):
+  from hybrid_jax.data.corpus import open_corpus
+  from hybrid_jax.data.tokenizer import SENTENCEPIECE_FILE, load_tokenizer, train_sentencepiece
+  out = Path(args.data) / SENTENCEPIECE_FILE
+  if out.exists():
+    _die(f"{out} exists (never overwritten; delete it to retrain)")
+  if not 300 <= args.vocab_size <= 1_000_000:
+    _die(f"--vocab-size: must be in [300, 1000000] (byte fallback needs 256 ids) (got {args.vocab_size})")
+  corpus = open_corpus(args.data, "train")
+  n = len(corpus) if args.max_documents is None else min(len(corpus), args.max_documents)
+  try:
+    path = train_sentencepiece((corpus[i] for i in range(n)), args.data, vocab_size=args.vocab_size,
+                               model_type=args.model_type)
+  except RuntimeError as e:   # e.g. a vocabulary larger than the text supports
+    _die(f"sentencepiece: {e}")
+  print(f"{PROG}: wrote {path} (vocab_size {load_tokenizer(str(path)).vocab_size}); use it with "
+        f"--config.data.tokenizer={args.data} --config.model.vocab_size=N (N >= vocab_size)")
+
+
+def marked_text(tokenizer, tokens, answer, evidence=None) -> str:
+  """Decoded tokens with answers in [[...]] and evidence in <<...>>."""
+  evidence = [False] * len(tokens) if evidence is None else evidence
+  kinds = [2 if a else 1 if e else 0 for a, e in zip(answer, evidence)]
+  out, start = [], 0
+  for i in range(1, len(tokens) + 1):
+    if i == len(tokens) or kinds[i] != kinds[start]:
+      text = tokenizer.decode(tokens[start:i])
+      marks = {2: ANSWER_MARKS, 1: EVIDENCE_MARKS}.get(kinds[start], ("", ""))
+      out.append(marks[0] + text + marks[1])
+      start = i
+  return "".join(out)
+
+
+def _show_task(args, tokenizer):
+  from hybrid_jax.data import tasks
+  corpus = None
+  if args.data:
+    from hybrid_jax.data.corpus import open_corpus
+    corpus = open_corpus(args.data, args.split)
+  ex = tasks.make_example(args.what, length=args.length, depth=args.depth, seed=args.seed,
+                          index=args.index, tokenizer=tokenizer, corpus=corpus,
+                          n_classes=args.n_classes)
+  answer = [False] * len(ex.tokens)
+  evidence = [False] * len(ex.tokens)
+  for p in ex.answer_positions:
+    answer[p] = True
+  for p in ex.evidence_positions:
+    evidence[p] = True
+  print(f"# {args.what}: {len(ex.tokens)} tokens, depth {ex.depth}, answer class {ex.answer_class}, "
+        f"answer {tokenizer.decode(ex.tokens[ex.answer_positions])!r} at "
+        f"{ex.answer_positions.tolist()}, evidence at {ex.evidence_positions.tolist()}")
+  print(marked_text(tokenizer, ex.tokens, answer, evidence))
+
+
+def _show_mix(args, tokenizer):
+  from hybrid_jax.configs.base import base_config
+  from hybrid_jax.data.mix import TrainingMix, max_pairs
+  d = base_config().data
+  d.name, d.seq_len, d.seed, d.corpus = "mix", args.seq_len, args.seed, args.data
+  d.long_fraction = args.long_fraction
+  d.n_pairs = min(d.n_pairs, max_pairs(args.seq_len)) if args.n_pairs is None else args.n_pairs
+  if not 0 <= d.n_pairs <= max_pairs(args.seq_len):
+    _die(f"--n-pairs: must be in [0, seq_len/28 = {max_pairs(args.seq_len)}] (got {d.n_pairs})")
+  src = TrainingMix(d, batch_size=args.row + 1, tokenizer=tokenizer)
+  tokens, answer, distances = src.row(args.step, args.row)
+  kind = "long" if src.is_long(args.step, args.row) else "short"
+  print(f"# mix row {args.row} of step {args.step}: {kind}, {len(tokens)} tokens (inputs and the "
+        f"last target), {int(answer.sum())} answer tokens, query-to-evidence distances {distances}")
+  print(marked_text(tokenizer, tokens, answer))
+
+
+def _show_corpus(args):
+  from hybrid_jax.data.corpus import open_corpus
+  if not args.data:
+    _die("show corpus: --data is required")
+  corpus = open_corpus(args.data, args.split)
+  if not 0 <= args.index < len(corpus):
+    _die(f"--index: {args.index} out of range ({len(corpus)} {args.split} documents)")
+  print(f"# {args.data} {args.split} document {args.index} of {len(corpus)}: {corpus.id(args.index)}")
+  print(corpus[args.index])
+
+
+def cmd_show(args):
+  from hybrid_jax.data import tasks
+  from hybrid_jax.data.tokenizer import load_tokenizer
+  if args.what == "corpus":
+    return _show_corpus(args)
+  if args.what != "mix" and args.what not in tasks.TASK_NAMES:
+    _die(f"show: unknown {args.what!r} (a task: {', '.join(tasks.TASK_NAMES)}; or mix, corpus)")
+  tokenizer = load_tokenizer(args.tokenizer)
+  if args.what == "mix":
+    return _show_mix(args, tokenizer)
+  return _show_task(args, tokenizer)
+
+
+COMMANDS = {"build": cmd_build, "tokenizer": cmd_tokenizer, "show": cmd_show}
+
+
+def main(argv=None):
+  argv = sys.argv[1:] if argv is None else list(argv)
+  parser = _parser()
+  if not argv or argv[0] in ("-h", "--help"):
+    parser.print_help()
+    return 0 if argv else 2
+  args = parser.parse_args(argv)
+  try:
+    COMMANDS[args.command](args)
+  except BrokenPipeError:   # output piped into head & co.
+    sys.stderr.close()
+    return 0
+  except (ValueError, IndexError, OSError) as e:   # CorpusError, bad task arguments, files
+    _die(e)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

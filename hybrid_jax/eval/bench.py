@@ -1,0 +1,75 @@
+"""``hybrid-jax bench eval``: the time to evaluate one checkpoint of the toy default.
+
+Evaluation time does not depend on the weights, so the model is the toy default at its
+initialisation (nothing is read or written). Prints the first evaluation (data building and
+compilation included) and the steady time per checkpoint (the median of ``--reps`` more),
+with the tokens scored per second. Settings are the toy default's ``eval`` section unless
+overridden by the flags.
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+
+def _tokens_scored(settings) -> int:
+  """Tokens through the model per checkpoint (forward passes, padding rows excluded)."""
+  n = settings.short_rows * settings.short_length
+  n += len(settings.tasks) * len(settings.depths) * settings.examples * sum(settings.lengths)
+  w, length = settings.longppl_window, settings.longppl_length
+  segments = (length - w) // (w // 2) + 1
+  return n + settings.longppl_rows * (length + segments * w)
+
+
+def main(argv=None) -> dict:
+  p = argparse.ArgumentParser(prog="hybrid-jax bench eval", description=__doc__.splitlines()[0])
+  p.add_argument("--tasks", default=None, help="comma-separated task names, 'all' or ''")
+  p.add_argument("--lengths", default=None, help="comma-separated context lengths")
+  p.add_argument("--depths", default=None, help="comma-separated needle depths")
+  p.add_argument("--examples", type=int, default=None)
+  p.add_argument("--short-rows", type=int, default=None)
+  p.add_argument("--longppl-length", type=int, default=None)
+  p.add_argument("--longppl-window", type=int, default=None)
+  p.add_argument("--longppl-rows", type=int, default=None)
+  p.add_argument("--reps", type=int, default=2)
+  args = p.parse_args(argv)
+
+  from hybrid_jax.configs import resolve
+  from hybrid_jax.configs.default import get_config
+  from hybrid_jax.eval.evaluate import Evaluator, check_settings
+  from hybrid_jax.train.loop import init_state
+  cfg = get_config()
+  e = cfg.eval
+  if args.tasks is not None:
+    e.tasks = args.tasks
+  if args.lengths is not None:
+    e.lengths = tuple(int(x) for x in args.lengths.split(","))
+  if args.depths is not None:
+    e.depths = tuple(float(x) for x in args.depths.split(","))
+  for flag in ("examples", "short_rows", "longppl_length", "longppl_window", "longppl_rows"):
+    if getattr(args, flag) is not None:
+      e[flag] = getattr(args, flag)
+  settings = check_settings(cfg)
+  cfg = resolve(cfg)
+  graphdef, rest, state, _, _ = init_state(cfg)
+
+  t0 = time.perf_counter()
+  evaluator = Evaluator(cfg, graphdef, rest)
+  evaluator(state["params"])
+  first = time.perf_counter() - t0
+  times = []
+  for _ in range(args.reps):
+    t0 = time.perf_counter()
+    evaluator(state["params"])
+    times.append(time.perf_counter() - t0)
+  steady = statistics.median(times) if times else float("nan")
+  tokens = _tokens_scored(settings)
+  summary = dict(model=f"{cfg.model.size} {cfg.model.pattern} w={cfg.model.window}",
+                 settings=settings.to_dict(), first_eval_s=round(first, 3),
+                 eval_s_per_checkpoint=round(steady, 3), tokens_per_checkpoint=tokens,
+                 tokens_per_s=round(tokens / steady) if times else None)
+  print(f"bench eval ({summary['model']}): first {first:.2f} s (data + compile), then "
+        f"{steady:.2f} s per checkpoint, {tokens} tokens, {summary['tokens_per_s']} tokens/s")
+  print(json.dumps(summary))
+  return summary

@@ -1,0 +1,149 @@
+"""Evaluate checkpoints: every metric of one params pytree, and every not yet evaluated
+checkpoint of a run, appended to ``<run>/eval.jsonl`` one JSON line per checkpoint."""
+
+import time
+
+from hybrid_jax.eval.checkpoints import EvalInputError, RunModels, checkpoint_steps, load_run_config
+from hybrid_jax.eval.heldout import ShortLossEval
+from hybrid_jax.eval.longppl import LongPPLEval
+from hybrid_jax.eval.retrieval import RetrievalEval
+from hybrid_jax.eval.scoring import Scorer
+from hybrid_jax.eval import settings as eval_settings
+from hybrid_jax.eval.settings import EvalSettings
+from hybrid_jax.train.rundir import RunDir
+
+
+class Evaluator:
+  """All metrics of one model family (graphdef + rest) under one set of settings. The
+  evaluation data are built once; each forward shape is compiled once."""
+
+  def __init__(self, cfg, graphdef, rest, reference: tuple | None = None):
+    """``reference``: (graphdef, rest, params, step) of the LongPPL reference model, or None
+    for the evaluated model itself."""
+    self.settings = EvalSettings.from_config(cfg)
+    self.scorer = Scorer(graphdef, rest)
+    self.metrics = [ShortLossEval(cfg, self.settings), RetrievalEval(cfg, self.settings),
+                    LongPPLEval.from_config(cfg, self.settings)]
+    self.reference_step = None
+    if reference is not None:
+      ref_graphdef, ref_rest, ref_params, self.reference_step = reference
+      self.metrics[2].set_reference(Scorer(ref_graphdef, ref_rest), ref_params)
+    self.settings_id = self.settings.settings_id(self.reference_step)
+
+  def __call__(self, params) -> dict:
+    out = {}
+    for metric in self.metrics:
+      out.update(metric(self.scorer, params))
+    return out
+
+  def record(self, params, step: int, tokens: int) -> dict:
+    t0 = time.perf_counter()
+    metrics = self(params)
+    settings = dict(self.settings.to_dict(), reference_step=self.reference_step
+                    if self.reference_step is not None else self.settings.reference_step)
+    return dict(step=step, tokens=tokens, settings_id=self.settings_id, **metrics,
+                eval_seconds=round(time.perf_counter() - t0, 3), settings=settings)
+
+
+def _reference(settings):
+  """(graphdef, rest, params, step) of the LongPPL reference run, or None (the model itself)."""
+  if settings.reference is None or not settings.longppl_rows:
+    return None
+  ref = RunModels(settings.reference)
+  try:
+    step = settings.reference_step or ref.steps[-1]
+    return ref.graphdef, ref.rest, ref.params(step), step
+  finally:
+    ref.close()
+
+
+def check_inputs(workdir, cfg) -> EvalSettings:
+  """Every one-line error an evaluation can raise on bad input, before any compute."""
+  settings = check_settings(cfg)
+  checkpoint_steps(workdir)
+  return settings
+
+
+def check_settings(cfg) -> EvalSettings:
+  """The settings' one-line errors (tasks, lengths, reference run), before any compute."""
+  from hybrid_jax.configs import resolve
+  resolved = resolve(cfg)
+  settings = EvalSettings.from_config(resolved)
+  if settings.tasks:    # names and lengths were checked by resolve, if the module exists
+    try:
+      eval_settings.task_module()
+    except ImportError as e:
+      raise EvalInputError(str(e)) from None
+  if settings.reference is not None and settings.longppl_rows:
+    load_run_config(settings.reference)
+    ref_steps = checkpoint_steps(settings.reference)
+    if settings.reference_step is not None and settings.reference_step not in ref_steps:
+      raise EvalInputError(f"reference run {settings.reference} has no checkpoint "
+                           f"{settings.reference_step} (it has {', '.join(map(str, ref_steps))})")
+  return settings
+
+
+def evaluate_run(workdir, cfg=None, *, log=print) -> list[dict]:
+  """Evaluate every checkpoint of the run without a record for these settings; append one
+  line per checkpoint to eval.jsonl and return the new records (none on a second call)."""
+  cfg = load_run_config(workdir) if cfg is None else cfg
+  settings = check_inputs(workdir, cfg)
+  run = RunDir(workdir)
+  run.lock_eval()
+  try:
+    models = RunModels(workdir, cfg)
+    try:
+      evaluator = Evaluator(models.cfg, models.graphdef, models.rest, _reference(settings))
+      done = {r["step"] for r in run.read_eval() if r.get("settings_id") == evaluator.settings_id}
+      todo = [s for s in models.steps if s not in done]
+      tokens_per_step = models.cfg.train.batch_size * models.cfg.data.seq_len
+      new = []
+      for step in todo:
+        record = evaluator.record(models.params(step), step, step * tokens_per_step)
+        run.append_eval(record)
+        new.append(record)
+        log(f"hybrid-jax eval: {run.path.name} step {step}: " + _summary(record))
+      if not todo:
+        log(f"hybrid-jax eval: {run.path.name}: all {len(models.steps)} checkpoints already "
+            f"evaluated (settings {evaluator.settings_id})")
+      return new
+    finally:
+      models.close()
+  finally:
+    run.unlock_eval()
+
+
+class TrainingEval:
+  """The trainer's hook: evaluate the params in memory at every ``eval.every``-th step and
+  at the last one, unless eval.jsonl already has that step under these settings (a resumed
+  run re-evaluates nothing). Params at a step are bit-identical after a resume, so so are
+  the records. The evaluator is built on first use."""
+
+  def __init__(self, cfg, run, graphdef, rest):
+    self.cfg, self.run, self.graphdef, self.rest = cfg, run, graphdef, rest
+    self.every, self.total = cfg.eval.every, cfg.derived.steps
+    self.tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
+    self.evaluator, self.done = None, None
+
+  def due(self, step: int) -> bool:
+    return bool(self.every) and step > 0 and (step % self.every == 0 or step == self.total)
+
+  def __call__(self, step: int, params) -> dict | None:
+    if not self.due(step):
+      return None
+    if self.evaluator is None:
+      self.evaluator = Evaluator(self.cfg, self.graphdef, self.rest,
+                                 _reference(EvalSettings.from_config(self.cfg)))
+      self.done = {r["step"] for r in self.run.read_eval()
+                   if r.get("settings_id") == self.evaluator.settings_id}
+    if step in self.done:
+      return None
+    record = self.evaluator.record(params, step, step * self.tokens_per_step)
+    self.run.append_eval(record)
+    self.done.add(step)
+    return record
+
+
+def _summary(record) -> str:
+  keys = ("short_loss", "retrieval_acc", "log_longppl", "eval_seconds")
+  return ", ".join(f"{k}={record[k]:.4g}" for k in keys if record.get(k) is not None)

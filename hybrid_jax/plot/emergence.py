@@ -1,0 +1,217 @@
+"""Emergence curves: a long-context metric against training tokens, one line per run.
+
+``hybrid-jax plot emergence DIR... [--metric M] [--out PATH]`` reads ``eval.jsonl`` of every
+run directory given (or found below a sweep directory), draws the metric (left, log tokens)
+and the short-context loss (right), coloured by architecture (pattern and window), and
+writes PATH.png, PATH.svg and PATH.tsv: per run, the tokens to reach ``--frac`` of its final
+value and to reach the absolute ``--threshold``. For metrics where lower is better (names
+with "loss" or "ppl"), "reach X of final" means value <= final / X and "reach a threshold"
+means value <= threshold.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
+
+from hybrid_jax.train.rundir import RunDir, atomic_write_text  # noqa: E402
+
+LABELS = {
+    "retrieval_acc": "exact-match accuracy (mean over tasks, lengths, depths)",
+    "log_longppl": "log LongPPL (nats per key token)",
+    "longppl": "LongPPL",
+    "long_loss": "long-context loss (nats per token)",
+    "short_loss": "held-out short-context loss (nats per token)",
+    "short_ppl": "held-out short-context perplexity",
+}
+LINESTYLES = ("-", "--", ":", "-.")
+MAX_SEARCH_DEPTH = 3
+
+
+class PlotInputError(ValueError):
+  """Nothing to plot as asked (no runs, no eval records, unknown metric): one line."""
+
+
+def lower_is_better(metric: str) -> bool:
+  return "loss" in metric or "ppl" in metric
+
+
+def metric_label(metric: str) -> str:
+  if metric in LABELS:
+    return LABELS[metric]
+  if metric.startswith("retrieval_acc_at/"):
+    return f"exact-match accuracy at {metric.split('/')[1]} tokens (mean over tasks, depths)"
+  if metric.startswith("retrieval_acc/"):
+    return "exact-match accuracy: " + metric[len("retrieval_acc/"):].replace("/", ", ")
+  return metric
+
+
+def find_runs(dirs) -> list[Path]:
+  """Run directories among ``dirs`` and below them (sweeps), those with eval records."""
+  runs = []
+  for d in map(Path, dirs):
+    if not d.is_dir():
+      raise PlotInputError(f"{d} is not a directory")
+    if (d / "config.json").exists() or (d / "eval.jsonl").exists():
+      runs.append(d)
+      continue
+    found = sorted(p.parent for depth in range(1, MAX_SEARCH_DEPTH + 1)
+                   for p in d.glob("/".join(["*"] * depth) + "/eval.jsonl"))
+    if not found:
+      raise PlotInputError(f"{d} holds no run directory with an eval.jsonl")
+    runs += found
+  runs = [r for r in dict.fromkeys(runs) if RunDir(r).read_eval()]
+  if not runs:
+    raise PlotInputError(f"no eval records in {', '.join(map(str, dirs))}; run hybrid-jax eval first")
+  return runs
+
+
+def architecture(run: Path) -> str:
+  """e.g. "SF w=32" (window only where a layer uses it), "MF", "F"; "?" without config."""
+  try:
+    m = json.loads((run / "config.json").read_text())["model"]
+  except (FileNotFoundError, json.JSONDecodeError, KeyError):
+    return "?"
+  label = m["pattern"]
+  if any(ch in m["pattern"] for ch in "SH"):
+    label += f" w={m['window']}"
+  if m.get("pos_full") == "nope" and "F" in m["pattern"]:
+    label += " NoPE-full"
+  return label
+
+
+def run_curve(run: Path, settings_id: str | None = None) -> list[dict]:
+  """The run's records under one settings id (default: that of its last record), by step."""
+  records = RunDir(run).read_eval()
+  sid = settings_id or records[-1].get("settings_id")
+  return sorted((r for r in records if r.get("settings_id") == sid), key=lambda r: r["step"])
+
+
+def tokens_to_reach(curve: list[dict], metric: str, *, frac: float, threshold: float | None):
+  """(tokens to reach frac of the final value, tokens to reach threshold); None if never."""
+  points = [(r["tokens"], r[metric]) for r in curve if r.get(metric) is not None]
+  if not points:
+    return None, None, None
+  final = points[-1][1]
+  lower = lower_is_better(metric)
+  reached = lambda v, target: v <= target if lower else v >= target
+  first = lambda target: next((t for t, v in points if reached(v, target)), None)
+  to_frac = first(final / frac if lower else final * frac)
+  to_abs = first(threshold) if threshold is not None else None
+  return final, to_frac, to_abs
+
+
+def _fmt(x):
+  if x is None:
+    return "-"
+  return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def table(runs, curves, metric, frac, threshold) -> str:
+  head = ["run", "architecture", "final_tokens", f"final_{metric}", f"tokens_to_{frac:g}_of_final"]
+  if threshold is not None:
+    head.append(f"tokens_to_{'le' if lower_is_better(metric) else 'ge'}_{threshold:g}")
+  lines = ["\t".join(head)]
+  for run, curve in zip(runs, curves):
+    final, to_frac, to_abs = tokens_to_reach(curve, metric, frac=frac, threshold=threshold)
+    row = [run.name, architecture(run), _fmt(curve[-1]["tokens"] if curve else None),
+           _fmt(final), _fmt(to_frac)] + ([_fmt(to_abs)] if threshold is not None else [])
+    lines.append("\t".join(row))
+  return "\n".join(lines) + "\n"
+
+
+def _save(fig, path: Path):
+  tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+  fig.savefig(tmp, dpi=120, bbox_inches="tight")
+  os.replace(tmp, path)
+
+
+def plot_emergence(dirs, *, metric="retrieval_acc", short_metric="short_loss", out=None,
+                   frac=0.9, threshold=None, settings_id=None) -> dict:
+  """Write ``out``.png/.svg/.tsv (default: emergence.* in the first DIR); return their paths
+  and the table text. Every input error is raised before anything is written."""
+  runs = sorted(find_runs(dirs), key=lambda r: (architecture(r), r.name))
+  curves = [run_curve(r, settings_id) for r in runs]
+  if not any(r.get(metric) is not None for c in curves for r in c):
+    known = sorted({k for c in curves for r in c for k, v in r.items()
+                    if isinstance(v, (int, float)) and k not in ("step", "tokens")})
+    raise PlotInputError(f"no run has metric {metric!r} (known: {', '.join(known[:12])}"
+                         f"{', ...' if len(known) > 12 else ''})")
+  out = Path(out) if out else Path(dirs[0]) / "emergence"
+  if out.suffix in (".png", ".svg", ".tsv"):
+    out = out.with_suffix("")
+  if not out.parent.is_dir():
+    raise PlotInputError(f"output directory {out.parent} does not exist")
+
+  groups = list(dict.fromkeys(architecture(r) for r in runs))
+  colours = {g: plt.get_cmap("tab10")(i % 10) for i, g in enumerate(groups)}
+  seen = {g: 0 for g in groups}
+  fig, (ax_m, ax_s) = plt.subplots(1, 2, figsize=(12, 4.4))
+  for run, curve in zip(runs, curves):
+    arch = architecture(run)
+    style = dict(color=colours[arch], linestyle=LINESTYLES[seen[arch] % len(LINESTYLES)],
+                 marker="o", markersize=3, label=f"{run.name} ({arch})")
+    seen[arch] += 1
+    for ax, key in ((ax_m, metric), (ax_s, short_metric)):
+      pts = [(r["tokens"], r[key]) for r in curve if r.get(key) is not None and r["tokens"] > 0]
+      if pts:
+        ax.plot(*zip(*pts), **style)
+  ax_m.set(ylabel=metric_label(metric), title="long-context: " + metric)
+  ax_s.set(ylabel=metric_label(short_metric),
+           title="short-context: " + short_metric)
+  if "_acc" in metric:
+    ax_m.set_ylim(-0.02, 1.02)
+  if threshold is not None:
+    ax_m.axhline(threshold, color="grey", linewidth=0.8, linestyle=":", label=f"threshold {threshold:g}")
+  for ax in (ax_m, ax_s):
+    ax.set_xscale("log")
+    ax.set_xlabel("training tokens (log scale)")
+    ax.xaxis.set_minor_formatter(NullFormatter())     # minor labels of a log axis overlap
+    ax.grid(alpha=0.3)
+  handles, labels = ax_m.get_legend_handles_labels()
+  fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+             ncol=min(4, max(1, len(labels))), frameon=False, fontsize="small")
+  fig.tight_layout()
+  text = table(runs, curves, metric, frac, threshold)
+  paths = dict(png=out.with_suffix(".png"), svg=out.with_suffix(".svg"), tsv=out.with_suffix(".tsv"))
+  _save(fig, paths["png"])
+  _save(fig, paths["svg"])
+  plt.close(fig)
+  atomic_write_text(paths["tsv"], text)
+  return dict(paths, table=text)
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(prog="hybrid-jax plot emergence", description=__doc__.splitlines()[0])
+  p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories")
+  p.add_argument("--metric", default="retrieval_acc",
+                 help="eval.jsonl key for the left panel (e.g. log_longppl, retrieval_acc/mqar)")
+  p.add_argument("--short-metric", default="short_loss", help="eval.jsonl key for the right panel")
+  p.add_argument("--out", default=None, help="output path without suffix (default DIR/emergence)")
+  p.add_argument("--frac", type=float, default=0.9, help="table: tokens to reach this share of final")
+  p.add_argument("--threshold", type=float, default=None, help="table: tokens to reach this value")
+  p.add_argument("--settings-id", default=None, help="eval settings id (default: each run's latest)")
+  args = p.parse_args(argv)
+  if not 0 < args.frac <= 1:
+    _die(f"--frac must be in (0, 1] (got {args.frac})")
+  try:
+    result = plot_emergence(args.dirs, metric=args.metric, short_metric=args.short_metric,
+                            out=args.out, frac=args.frac, threshold=args.threshold,
+                            settings_id=args.settings_id)
+  except PlotInputError as e:
+    _die(str(e))
+  sys.stdout.write(result["table"])
+  print(f"hybrid-jax plot emergence: wrote {result['png']}, {result['svg']}, {result['tsv']}")
+  return result
+
+
+def _die(message):
+  print(f"hybrid-jax: error: {message}", file=sys.stderr)
+  raise SystemExit(2)

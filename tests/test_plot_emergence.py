@@ -1,0 +1,93 @@
+"""``hybrid-jax plot emergence``: figures and the tokens-to-reach table from eval.jsonl
+run directories (fabricated here: the plot reads files only), and one-line bad input."""
+
+import json
+
+import pytest
+
+from hybrid_jax import cli
+from hybrid_jax.plot.emergence import plot_emergence, tokens_to_reach
+
+STEPS = (1, 2, 4, 8, 16)
+ACC = {"F": (0.0, 0.1, 0.5, 0.95, 1.0), "SF": (0.0, 0.0, 0.1, 0.3, 0.6)}
+LOSS = (6.0, 5.0, 4.0, 3.5, 3.0)
+
+
+def _fake_run(path, pattern, window=32, acc=None, loss=LOSS, settings_id="s1"):
+  path.mkdir(parents=True)
+  (path / "config.json").write_text(json.dumps(dict(model=dict(pattern=pattern, window=window))))
+  with open(path / "eval.jsonl", "w") as f:
+    for step, a, l in zip(STEPS, acc or ACC[pattern], loss):
+      f.write(json.dumps(dict(step=step, tokens=step * 1000, settings_id=settings_id,
+                              retrieval_acc=a, short_loss=l, log_longppl=l - 1)) + "\n")
+  return path
+
+
+@pytest.fixture
+def sweep(tmp_path):
+  root = tmp_path / "sweep"
+  _fake_run(root / "full", "F")
+  _fake_run(root / "swa-w32", "SF", 32)
+  _fake_run(root / "nested" / "swa-w128", "SF", 128, acc=(0.0, 0.0, 0.0, 0.1, 0.2))
+  return root
+
+
+def test_plot_writes_png_svg_and_table(sweep, tmp_path):
+  out = plot_emergence([sweep], out=tmp_path / "fig", threshold=0.5)
+  png, svg, tsv = out["png"], out["svg"], out["tsv"]
+  assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+  assert b"<svg" in svg.read_bytes()[:1000] and b"training tokens" in svg.read_bytes()
+  rows = {line.split("\t")[0]: line.split("\t") for line in tsv.read_text().splitlines()[1:]}
+  assert set(rows) == {"full", "swa-w32", "swa-w128"}
+  assert rows["full"][1:] == ["F", "16000", "1", "8000", "4000"]        # 0.9 of 1.0 at step 8
+  assert rows["swa-w32"][1:] == ["SF w=32", "16000", "0.6", "16000", "16000"]
+  assert rows["swa-w128"][5] == "-"                                     # never reaches 0.5
+  assert not list(tmp_path.glob(".*tmp*"))                              # temp files renamed
+
+
+def test_lower_is_better_metrics_reach_from_above():
+  curve = [dict(tokens=t, short_loss=l) for t, l in zip((1, 2, 4, 8), (6.0, 3.5, 3.2, 3.0))]
+  final, to_frac, to_abs = tokens_to_reach(curve, "short_loss", frac=0.9, threshold=3.25)
+  assert (final, to_frac, to_abs) == (3.0, 4, 4)       # 3.2 <= 3.0 / 0.9 = 3.33; 3.2 <= 3.25
+
+
+def test_each_run_uses_its_latest_settings(tmp_path):
+  run = _fake_run(tmp_path / "r", "F", settings_id="old")
+  with open(run / "eval.jsonl", "a") as f:
+    f.write(json.dumps(dict(step=16, tokens=16000, settings_id="new", retrieval_acc=0.25,
+                            short_loss=3.0)) + "\n")
+  out = plot_emergence([run], out=tmp_path / "fig")
+  assert out["table"].splitlines()[1].split("\t")[3] == "0.25"
+  out = plot_emergence([run], out=tmp_path / "fig", settings_id="old")
+  assert out["table"].splitlines()[1].split("\t")[3] == "1"
+
+
+def _cli(argv, capsys):
+  try:
+    code = cli.main(argv)
+  except SystemExit as e:
+    code = e.code
+  return code, capsys.readouterr()
+
+
+def test_cli_prints_the_table_and_writes_next_to_the_first_dir(sweep, capsys):
+  code, out = _cli(["plot", "emergence", str(sweep), "--metric", "log_longppl"], capsys)
+  assert code == 0 and "final_log_longppl" in out.out
+  assert all((sweep / f"emergence.{ext}").stat().st_size > 0 for ext in ("png", "svg", "tsv"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plot", "emergence", "{empty}"], "holds no run directory with an eval.jsonl"),
+    (["plot", "emergence", "{sweep}", "--metric", "nope"], "no run has metric 'nope' (known: log_longppl"),
+    (["plot", "emergence", "{missing}"], "is not a directory"),
+    (["plot", "emergence", "{sweep}", "--out", "{missing}/fig"], "output directory"),
+    (["plot", "scatter", "{sweep}"], "plot needs a kind: emergence"),
+])
+def test_bad_plot_input_is_one_line_and_writes_nothing(sweep, tmp_path, capsys, argv, message):
+  (tmp_path / "empty").mkdir()
+  names = dict(sweep=sweep, empty=tmp_path / "empty", missing=tmp_path / "missing")
+  before = sorted(tmp_path.rglob("*"))
+  code, out = _cli([a.format(**names) for a in argv], capsys)
+  err = out.err.strip().splitlines()
+  assert code == 2 and len(err) == 1 and message in err[0], err
+  assert sorted(tmp_path.rglob("*")) == before
