@@ -87,7 +87,13 @@ def cmd_bench(argv):
   bench.main(argv)
 
 
+def cmd_sweep(argv):
+  from hybrid_jax.launch.cli import main as sweep_main
+  raise SystemExit(sweep_main(argv))
+
+
 COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
+            "sweep": (cmd_sweep, "submit a grid of runs, show its status, collect its metrics"),
             "bench": (cmd_bench, "print kernel and training speed figures")}
 
 
