@@ -92,7 +92,13 @@ def cmd_sweep(argv):
   raise SystemExit(sweep_main(argv))
 
 
+def cmd_fit_scaling(argv):
+  from hybrid_jax.analysis.scaling import main as fit_main
+  raise SystemExit(fit_main(argv))
+
+
 COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
+            "fit-scaling": (cmd_fit_scaling, "fit L(N, D) scaling laws to a collected table"),
             "sweep": (cmd_sweep, "submit a grid of runs, show its status, collect its metrics"),
             "bench": (cmd_bench, "print kernel and training speed figures")}
 
