@@ -37,6 +37,10 @@ def main(argv):
   s.add_argument("--parallel", type=int, default=None, help="local workers (default: one per core)")
   s.add_argument("--dry-run", action="store_true", help="print the grid, N, tokens and FLOPs; run nothing")
   s.add_argument("--retry-failed", action="store_true", help="also rerun runs that failed")
+  s.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
+                 help="submitit parameter for --backend slurm (timeout_min=60, gpus_per_node=8, "
+                      "slurm_partition=gpu, ...); repeatable; wins over the sweep file's")
+  s.add_argument("--wait", action="store_true", help="--backend slurm: wait until every job ended")
   st = sub.add_parser("status", help="a table of the runs under a directory")
   st.add_argument("root")
   c = sub.add_parser("collect", help="one CSV/TSV of runs x checkpoints x metrics")
@@ -48,19 +52,29 @@ def main(argv):
       overrides = parse_overrides(rest)
     except ValueError as e:
       _die(str(e))
+    slurm = {}
+    for item in args.slurm:
+      if "=" not in item:
+        _die(f"--slurm takes KEY=VALUE, got {item!r}")
+      key, value = item.split("=", 1)
+      try:
+        slurm[key] = ast.literal_eval(value)
+      except (ValueError, SyntaxError):
+        slurm[key] = value
     if args.parallel is not None and args.parallel < 1:
       _die(f"--parallel must be >= 1, got {args.parallel}")
     from hybrid_jax.launch.submit import submit
     try:
       results = submit(args.sweep_file, args.root, backend=args.backend, parallel=args.parallel,
                        dry_run=args.dry_run, overrides=overrides, retry_failed=args.retry_failed,
+                       slurm=slurm, wait=args.wait,
                        log=lambda m: print(f"hybrid-jax sweep: {m}", flush=True))
-    except SweepError as e:
+    except (SweepError, RuntimeError) as e:
       _die(str(e))
     except KeyboardInterrupt as e:
       print(f"hybrid-jax sweep: {e}", file=sys.stderr)
       raise SystemExit(143)
-    return 1 if any(code != 0 for code in results.values()) else 0
+    return 1 if any(code not in (0, -1) for code in results.values()) else 0   # -1: still queued
   if rest:
     _die(f"unrecognised arguments: {' '.join(rest)}")
   root = Path(args.root)

@@ -65,7 +65,7 @@ def prepare(root: Path, runs, *, retry_failed: bool = False, log=print) -> list[
 
 
 def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, overrides=None,
-           retry_failed=False, log=print) -> dict:
+           retry_failed=False, slurm=None, wait=False, log=print) -> dict:
   sweep = grid.load_sweep(sweep_file)
   runs = grid.plan(sweep, overrides)
   if dry_run:
@@ -83,5 +83,6 @@ def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, o
     return run_local(pending, parallel=parallel or default_parallel(), cache_dir=cache_dir, log=log)
   if backend == "slurm":
     from hybrid_jax.launch.slurm import run_slurm
-    return run_slurm(pending, sweep.slurm, root=root, cache_dir=cache_dir, log=log)
+    return run_slurm(pending, {**sweep.slurm, **(slurm or {})}, root=root, cache_dir=cache_dir,
+                     log=log, wait=wait)
   raise SweepError(f"--backend must be local or slurm, got {backend!r}")
