@@ -1,4 +1,5 @@
-"""The ``hybrid-jax`` command: ``train``, ``eval``, ``plot``, ``data`` and ``bench``.
+"""The ``hybrid-jax`` command: ``train``, ``sweep``, ``eval``, ``plot``, ``fit-scaling``,
+``data`` and ``bench``.
 
 ``train`` takes ml_collections config-file flags: ``--config FILE`` (default: the toy CPU
 config) and overrides such as ``--config.model.window=64``; ``eval`` takes the run's own
@@ -184,9 +185,21 @@ def cmd_bench(argv):
   bench.main(argv)
 
 
+def cmd_sweep(argv):
+  from hybrid_jax.launch.cli import main as sweep_main
+  raise SystemExit(sweep_main(argv))
+
+
+def cmd_fit_scaling(argv):
+  from hybrid_jax.analysis.scaling import main as fit_main
+  raise SystemExit(fit_main(argv))
+
+
 COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
+            "sweep": (cmd_sweep, "submit a grid of runs, show its status, collect its metrics"),
             "eval": (cmd_eval, "evaluate every checkpoint of a run not yet evaluated"),
             "plot": (cmd_plot, "figures from run directories (plot emergence DIR...)"),
+            "fit-scaling": (cmd_fit_scaling, "fit L(N, D) scaling laws to a collected table"),
             "data": (cmd_data, "prepare and inspect the data"),
             "bench": (cmd_bench, "print kernel, training (bench data, bench eval) speed figures")}
 

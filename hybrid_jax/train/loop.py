@@ -2,6 +2,7 @@
 handle preemption."""
 
 import json
+import math
 import signal
 import sys
 import time
@@ -95,6 +96,8 @@ def _train_locked(cfg, run, progress) -> dict:
     return run.read_status()
   run.truncate_metrics(start)
   run.write_status("running", start, total)
+  if start:
+    print(f"hybrid-jax: resuming {run.path} from step {start}/{total}", file=sys.stderr, flush=True)
 
   from tensorboardX import SummaryWriter
   writer = SummaryWriter(str(run.tensorboard_dir), purge_step=start + 1 if start else None)
@@ -113,6 +116,8 @@ def _train_locked(cfg, run, progress) -> dict:
         step += 1
         if step % cfg.train.log_every == 0 or step == total:
           metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+          if not math.isfinite(metrics["loss"]):
+            raise FloatingPointError(f"loss is {metrics['loss']} at step {step}")
           now = time.perf_counter()
           tps = (step - step_last) * tokens_per_step / max(now - t_last, 1e-9)
           t_last, step_last = now, step

@@ -16,6 +16,10 @@ class RunDirError(RuntimeError):
   """The run directory cannot be used as asked (held by another process, other config)."""
 
 
+class RunDirBusy(RunDirError):
+  """Another process holds the run's lock (a launcher retries such a run later)."""
+
+
 def atomic_write_text(path: Path, text: str):
   tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
   with open(tmp, "w") as f:
@@ -55,7 +59,9 @@ class RunDir:
     try:
       fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      raise RunDirError(f"run directory {self.path} is in use by another process") from None
+      self._lock_file.close()
+      self._lock_file = None
+      raise RunDirBusy(f"run directory {self.path} is in use by another process") from None
 
   def unlock(self):
     if self._lock_file is not None:

@@ -1,0 +1,232 @@
+"""Scaling-law fits as in the paper: L(N, D) = b N^-alpha + c D^-beta (``no_constant``) or
+E + b N^-alpha + c D^-beta (``with_constant``), N = non-embedding parameters, D = tokens.
+
+The fit is made in log space, minimising the Huber loss (delta 1e-3) of log L_hat - log L
+with L-BFGS-B started from a grid of initial values (the best end point wins), alpha
+bounded to [0.2, 0.3] by default. Coefficients are fitted as logs, so log L_hat is a
+log-sum-exp of the terms and every term stays positive.
+"""
+
+import csv
+import dataclasses
+import io
+import itertools
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import huber, logsumexp
+
+FORMULAS = ("no_constant", "with_constant")
+LOSS_COLUMNS = ("loss", "short_loss", "heldout_loss", "train_loss")
+
+
+class TableError(ValueError):
+  """A table that cannot be fitted; the message is one line."""
+
+
+@dataclasses.dataclass
+class Points:
+  n: np.ndarray       # non-embedding parameters
+  d: np.ndarray       # training tokens
+  y: np.ndarray       # the fitted quantity (loss, or log PPL)
+  label: str
+
+
+def _parse_multiplier(text: str) -> float:
+  m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*[nN]?\s*", text)
+  if not m:
+    raise ValueError(text)
+  return float(m.group(1))
+
+
+def read_table(path, *, column: str | None = None, longppl: bool = False,
+               ppl_column: str = "longppl") -> Points:
+  """Points from a collected sweep table (columns ``n``, ``tokens``, a loss column) or the
+  paper authors' TSV (``model_size``, ``token_multiplier`` written like ``200.110938n``,
+  ``n``, ``loss``: D = multiplier x n). ``longppl``: fit log of a perplexity column."""
+  path = Path(path)
+  if not path.is_file():
+    raise TableError(f"table {path} does not exist")
+  text = path.read_text()
+  if not text.strip():
+    raise TableError(f"table {path} is empty")
+  delimiter = "\t" if text.splitlines()[0].count("\t") >= text.splitlines()[0].count(",") else ","
+  rows = list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
+  if not rows:
+    raise TableError(f"table {path} has a header but no rows")
+  cols = rows[0].keys()
+  if longppl:
+    column = column or ppl_column
+  else:
+    column = column or next((c for c in LOSS_COLUMNS if c in cols), None)
+  if column is None or column not in cols:
+    raise TableError(f"table {path}: no column {column or ' / '.join(LOSS_COLUMNS)!r} "
+                     f"(columns: {', '.join(cols)})")
+  if "n" not in cols or not ({"tokens", "token_multiplier"} & set(cols)):
+    raise TableError(f"table {path}: needs columns n and tokens (or token_multiplier)")
+  n, d, y = [], [], []
+  for i, r in enumerate(rows, start=2):
+    try:
+      if not r[column] or not r["n"]:
+        continue                          # a checkpoint without this metric
+      ni = float(r["n"])
+      di = float(r["tokens"]) if r.get("tokens") else _parse_multiplier(r["token_multiplier"]) * ni
+      yi = float(r[column])
+    except (ValueError, TypeError):
+      raise TableError(f"table {path} line {i}: cannot read n / tokens / {column}") from None
+    if di <= 0 or ni <= 0 or not math.isfinite(yi) or yi <= 0:
+      continue                             # step 0 or a diverged point: nothing to fit
+    n.append(ni)
+    d.append(di)
+    y.append(math.log(yi) if longppl else yi)
+  if len(y) < 3:
+    raise TableError(f"table {path}: {len(y)} usable points; a fit needs at least 3")
+  return Points(np.array(n), np.array(d), np.array(y),
+                f"log({column})" if longppl else column)
+
+
+@dataclasses.dataclass
+class Fit:
+  formula: str
+  b: float
+  alpha: float
+  c: float
+  beta: float
+  e: float = 0.0
+  objective: float = 0.0
+
+  def predict(self, n, d):
+    return self.e + self.b * np.asarray(n, float) ** -self.alpha + self.c * np.asarray(d, float) ** -self.beta
+
+  def __str__(self):
+    e = f"{self.e:.4g} + " if self.formula == "with_constant" else ""
+    return f"L(N, D) = {e}{self.b:.4g} * N^-{self.alpha:.4f} + {self.c:.4g} * D^-{self.beta:.4f}"
+
+
+def fit(points: Points, *, formula: str = "no_constant", alpha_bounds=(0.2, 0.3),
+        beta_bounds=(0.0, 2.0), delta: float = 1e-3) -> Fit:
+  if formula not in FORMULAS:
+    raise TableError(f"--formula must be one of {FORMULAS}, got {formula!r}")
+  log_n, log_d, log_y = np.log(points.n), np.log(points.d), np.log(points.y)
+  with_e = formula == "with_constant"
+
+  def objective(x):
+    """Huber loss of the log residuals and its exact gradient (L-BFGS-B then needs no
+    finite differences, which makes the multi-start grid affordable)."""
+    terms = [x[0] - x[1] * log_n, x[2] - x[3] * log_d] + ([np.full_like(log_n, x[4])] if with_e else [])
+    terms = np.stack(terms)
+    log_pred = logsumexp(terms, axis=0)
+    r = log_pred - log_y
+    weights = np.exp(terms - log_pred)              # d log_pred / d term
+    g_r = np.clip(r, -delta, delta)                 # d huber / d r
+    grad = [np.sum(g_r * weights[0]), -np.sum(g_r * weights[0] * log_n),
+            np.sum(g_r * weights[1]), -np.sum(g_r * weights[1] * log_d)]
+    if with_e:
+      grad.append(np.sum(g_r * weights[2]))
+    return float(np.sum(huber(delta, r))), np.array(grad)
+
+  bounds = [(None, None), alpha_bounds, (None, None), beta_bounds] + ([(None, None)] if with_e else [])
+  grid = itertools.product(np.linspace(0, 20, 4), np.linspace(*alpha_bounds, 3),
+                           np.linspace(0, 20, 4), np.linspace(max(beta_bounds[0], 0.05),
+                                                              min(beta_bounds[1], 1.0), 3),
+                           *([np.linspace(-1, 1.5, 3)] if with_e else []))
+  best = None
+  for x0 in grid:
+    res = minimize(objective, np.array(x0, float), jac=True, method="L-BFGS-B", bounds=bounds)
+    if best is None or res.fun < best.fun:
+      best = res
+  x = best.x
+  return Fit(formula, b=math.exp(x[0]), alpha=x[1], c=math.exp(x[2]), beta=x[3],
+             e=math.exp(x[4]) if with_e else 0.0, objective=float(best.fun))
+
+
+def scores(fit_: Fit, points: Points, mask=None) -> dict:
+  mask = np.ones_like(points.y, bool) if mask is None else mask
+  y, p = points.y[mask], fit_.predict(points.n[mask], points.d[mask])
+  ss_res, ss_tot = float(np.sum((y - p) ** 2)), float(np.sum((y - y.mean()) ** 2))
+  return dict(points=int(mask.sum()), r2=1 - ss_res / ss_tot if ss_tot > 0 else float("nan"),
+              rmse=float(np.sqrt(np.mean((y - p) ** 2))), mae=float(np.mean(np.abs(y - p))))
+
+
+def plot(fit_: Fit, points: Points, out: Path, held_out_n=None):
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(6.4, 4.4))
+  sizes = sorted(set(points.n))
+  colors = plt.cm.viridis(np.linspace(0, 0.9, len(sizes)))
+  for n, color in zip(sizes, colors):
+    m = points.n == n
+    held = held_out_n is not None and n == held_out_n
+    ax.scatter(points.d[m], points.y[m], color=color, s=18, marker="x" if held else "o",
+               label=f"N = {n / 1e6:.3g}M" + (" (held out)" if held else ""))
+    d = np.geomspace(points.d[m].min(), points.d[m].max(), 100)
+    ax.plot(d, fit_.predict(n, d), color=color, lw=1.2, ls="--" if held else "-")
+  ax.set(xscale="log", xlabel="training tokens D", ylabel=points.label,
+         title=f"fit: {fit_}".replace("L(N, D) = ", ""))
+  ax.title.set_fontsize(8)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  out.parent.mkdir(parents=True, exist_ok=True)
+  tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+  fig.savefig(tmp, dpi=120)
+  plt.close(fig)
+  tmp.replace(out)
+  return out
+
+
+def main(argv):
+  import argparse
+  import json
+  import sys
+  p = argparse.ArgumentParser(prog="hybrid-jax fit-scaling", description=__doc__.splitlines()[0])
+  p.add_argument("table", help="a collected sweep table (CSV/TSV) or the paper authors' TSV")
+  p.add_argument("--formula", choices=FORMULAS, default="no_constant")
+  p.add_argument("--longppl", action="store_true", help="fit log(PPL) of --ppl-column")
+  p.add_argument("--ppl-column", default="longppl")
+  p.add_argument("--column", default=None, help="the loss column (default: first of %s)" % (LOSS_COLUMNS,))
+  p.add_argument("--validate", action="store_true", help="hold out the largest model; report R^2, RMSE, MAE")
+  p.add_argument("--alpha-bounds", default="0.2,0.3")
+  p.add_argument("--beta-bounds", default="0.0,2.0")
+  p.add_argument("--out", default=None, help="figure path (default: next to the table)")
+  a = p.parse_args(argv)
+  try:
+    alpha_bounds = tuple(float(x) for x in a.alpha_bounds.split(","))
+    beta_bounds = tuple(float(x) for x in a.beta_bounds.split(","))
+    if len(alpha_bounds) != 2 or len(beta_bounds) != 2 or alpha_bounds[0] > alpha_bounds[1] \
+        or beta_bounds[0] > beta_bounds[1]:
+      raise ValueError
+  except ValueError:
+    print("hybrid-jax fit-scaling: error: --alpha-bounds/--beta-bounds take LO,HI", file=sys.stderr)
+    return 2
+  try:
+    points = read_table(a.table, column=a.column, longppl=a.longppl, ppl_column=a.ppl_column)
+    train_mask, held_n = np.ones_like(points.y, bool), None
+    if a.validate:
+      held_n = points.n.max()
+      train_mask = points.n != held_n
+      if len(set(points.n[train_mask])) < 2:
+        raise TableError("--validate needs at least 3 model sizes (2 to fit, the largest held out)")
+    fitted = fit(Points(points.n[train_mask], points.d[train_mask], points.y[train_mask], points.label),
+                 formula=a.formula, alpha_bounds=alpha_bounds, beta_bounds=beta_bounds)
+  except TableError as e:
+    print(f"hybrid-jax fit-scaling: error: {e}", file=sys.stderr)
+    return 2
+  result = dict(fit=str(fitted), **dataclasses.asdict(fitted),
+                train=scores(fitted, points, train_mask))
+  if a.validate:
+    result["held_out"] = dict(n=float(held_n), **scores(fitted, points, ~train_mask))
+  out = Path(a.out) if a.out else Path(a.table).with_suffix(".fit.png")
+  plot(fitted, points, out, held_n)
+  print(f"{points.label}: {fitted}")
+  for k in ("train", "held_out"):
+    if k in result:
+      s = result[k]
+      print(f"  {k:8s} points={s['points']} R^2={s['r2']:.4f} RMSE={s['rmse']:.4g} MAE={s['mae']:.4g}")
+  print(f"  figure: {out}")
+  print(json.dumps(result))
+  return 0

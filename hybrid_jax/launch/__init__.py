@@ -1,0 +1,1 @@
+"""Sweeps: grid files, the local and Slurm backends, status and collection."""

@@ -1,0 +1,94 @@
+"""``hybrid-jax sweep submit|status|collect``."""
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+
+def parse_overrides(args: list[str]) -> dict:
+  """``--config.train.steps=20`` -> {"train.steps": 20}; values are Python literals, else
+  strings; ``None`` unsets an optional key."""
+  out = {}
+  for a in args:
+    if not a.startswith("--config.") or "=" not in a:
+      raise ValueError(f"unrecognised argument {a!r} (overrides look like --config.train.steps=20)")
+    key, value = a[len("--config."):].split("=", 1)
+    try:
+      out[key] = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      out[key] = value
+  return out
+
+
+def _die(message):
+  print(f"hybrid-jax sweep: error: {message}", file=sys.stderr)
+  raise SystemExit(2)
+
+
+def main(argv):
+  from hybrid_jax.launch.grid import SweepError
+  p = argparse.ArgumentParser(prog="hybrid-jax sweep", description="grids of runs")
+  sub = p.add_subparsers(dest="cmd", required=True)
+  s = sub.add_parser("submit", help="train every run of a sweep file not yet done")
+  s.add_argument("sweep_file")
+  s.add_argument("--root", required=True, help="directory holding one run directory per grid point")
+  s.add_argument("--backend", choices=["local", "slurm"], default="local")
+  s.add_argument("--parallel", type=int, default=None, help="local workers (default: one per core)")
+  s.add_argument("--dry-run", action="store_true", help="print the grid, N, tokens and FLOPs; run nothing")
+  s.add_argument("--retry-failed", action="store_true", help="also rerun runs that failed")
+  s.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
+                 help="submitit parameter for --backend slurm (timeout_min=60, gpus_per_node=8, "
+                      "slurm_partition=gpu, ...); repeatable; wins over the sweep file's")
+  s.add_argument("--wait", action="store_true", help="--backend slurm: wait until every job ended")
+  st = sub.add_parser("status", help="a table of the runs under a directory")
+  st.add_argument("root")
+  c = sub.add_parser("collect", help="one CSV/TSV of runs x checkpoints x metrics")
+  c.add_argument("root")
+  c.add_argument("--out", default=None, help="output file (.csv or .tsv; default ROOT/collected.csv)")
+  args, rest = p.parse_known_args(argv)
+  if args.cmd == "submit":
+    try:
+      overrides = parse_overrides(rest)
+    except ValueError as e:
+      _die(str(e))
+    slurm = {}
+    for item in args.slurm:
+      if "=" not in item:
+        _die(f"--slurm takes KEY=VALUE, got {item!r}")
+      key, value = item.split("=", 1)
+      try:
+        slurm[key] = ast.literal_eval(value)
+      except (ValueError, SyntaxError):
+        slurm[key] = value
+    if args.parallel is not None and args.parallel < 1:
+      _die(f"--parallel must be >= 1, got {args.parallel}")
+    from hybrid_jax.launch.submit import submit
+    try:
+      results = submit(args.sweep_file, args.root, backend=args.backend, parallel=args.parallel,
+                       dry_run=args.dry_run, overrides=overrides, retry_failed=args.retry_failed,
+                       slurm=slurm, wait=args.wait,
+                       log=lambda m: print(f"hybrid-jax sweep: {m}", flush=True))
+    except (SweepError, RuntimeError) as e:
+      _die(str(e))
+    except KeyboardInterrupt as e:
+      print(f"hybrid-jax sweep: {e}", file=sys.stderr)
+      raise SystemExit(143)
+    return 1 if any(code not in (0, -1) for code in results.values()) else 0   # -1: still queued
+  if rest:
+    _die(f"unrecognised arguments: {' '.join(rest)}")
+  root = Path(args.root)
+  if not root.is_dir():
+    _die(f"{root} is not a directory")
+  from hybrid_jax.launch import report
+  if args.cmd == "status":
+    print(report.status_table(root))
+    return 0
+  out = Path(args.out) if args.out else root / "collected.csv"
+  text = report.collect_csv(root, delimiter="\t" if out.suffix == ".tsv" else ",")
+  if not text:
+    _die(f"no run under {root} has a config.json yet")
+  from hybrid_jax.train.rundir import atomic_write_text
+  atomic_write_text(out, text)
+  print(f"hybrid-jax sweep: wrote {out} ({text.count(chr(10)) - 1} rows)")
+  return 0

@@ -1,0 +1,150 @@
+"""Sweep files and their grids.
+
+A sweep file defines ``get_sweep()`` returning a :class:`Sweep`: a base config plus a grid,
+built from axes with :func:`product` and :func:`zip_axes`. Every grid point is a dict of
+dotted overrides; its run name is derived from those values, so it is stable across
+submissions and the same point always lands in the same run directory.
+
+    from hybrid_jax.configs.default import get_config
+    from hybrid_jax.launch.grid import Sweep, axis, product, zip_axes
+
+    def get_sweep():
+      return Sweep(base=get_config(), grid=product(
+          axis("model.pattern", ["F", "SF"]),
+          axis("model.window", [16, 64]),
+          zip_axes(axis("model.size", ["toy-xs", "toy-s"]), axis("train.batch_size", [8, 4]))))
+"""
+
+import dataclasses
+import importlib.util
+import itertools
+import re
+from pathlib import Path
+
+import ml_collections
+
+Point = dict   # {"model.window": 64, ...}
+
+
+class SweepError(ValueError):
+  """A sweep file or grid that cannot be submitted; the message is one line."""
+
+
+@dataclasses.dataclass
+class Sweep:
+  base: ml_collections.ConfigDict
+  grid: list                                   # list of Points
+  slurm: dict = dataclasses.field(default_factory=dict)   # submitit slurm_* parameters
+  name: str | None = None
+
+
+def axis(key: str, values) -> list:
+  """One swept key: a list of single-key points."""
+  values = list(values)
+  if not values:
+    raise SweepError(f"axis {key}: no values")
+  return [{key: v} for v in values]
+
+
+def product(*axes) -> list:
+  """Every combination of the axes' points (later axes vary fastest)."""
+  return [dict(kv for point in combo for kv in point.items()) for combo in itertools.product(*axes)]
+
+
+def zip_axes(*axes) -> list:
+  """Points taken together, position by position (the axes must have equal lengths)."""
+  lengths = {len(a) for a in axes}
+  if len(lengths) != 1:
+    raise SweepError(f"zip_axes: axes have different lengths {sorted(lengths)}")
+  return [dict(kv for point in points for kv in point.items()) for points in zip(*axes)]
+
+
+def _short(key: str, keys: list[str]) -> str:
+  """The last component of a dotted key, or the whole key when that is ambiguous."""
+  leaf = key.rsplit(".", 1)[-1]
+  return leaf if sum(k.rsplit(".", 1)[-1] == leaf for k in keys) == 1 else key
+
+
+def _fmt(value) -> str:
+  if isinstance(value, float):
+    value = f"{value:g}"
+  return re.sub(r"[^A-Za-z0-9_.+-]", "_", str(value))
+
+
+def run_name(point: Point, keys: list[str]) -> str:
+  """``pattern=SF,window=64``: the swept values only, in the grid's key order."""
+  return ",".join(f"{_short(k, keys)}={_fmt(point[k])}" for k in keys if k in point) or "base"
+
+
+def apply(base: ml_collections.ConfigDict, point: Point) -> ml_collections.ConfigDict:
+  """A copy of ``base`` with the point's overrides (and extra overrides) applied."""
+  cfg = ml_collections.ConfigDict(base.to_dict())
+  for key, value in point.items():
+    *parents, leaf = key.split(".")
+    node = cfg
+    for p in parents:
+      if p not in node:
+        raise SweepError(f"config.{key}: unknown key")
+      node = node[p]
+    if leaf not in node:
+      raise SweepError(f"config.{key}: unknown key")
+    node[leaf] = value
+  return cfg
+
+
+def load_sweep(path) -> Sweep:
+  """Import a sweep file and call its ``get_sweep()``; any failure is one SweepError line."""
+  path = Path(path)
+  if not path.is_file():
+    raise SweepError(f"sweep file {path} does not exist")
+  try:
+    spec = importlib.util.spec_from_file_location(f"_sweep_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+  except SyntaxError as e:
+    raise SweepError(f"{path}: syntax error at line {e.lineno}: {e.msg}") from None
+  except Exception as e:
+    raise SweepError(f"{path}: cannot import: {type(e).__name__}: {e}".splitlines()[0]) from None
+  if not hasattr(module, "get_sweep"):
+    raise SweepError(f"{path}: defines no get_sweep()")
+  try:
+    sweep = module.get_sweep()
+  except SweepError:
+    raise
+  except Exception as e:
+    raise SweepError(f"{path}: get_sweep() failed: {type(e).__name__}: {e}".splitlines()[0]) from None
+  if not isinstance(sweep, Sweep):
+    raise SweepError(f"{path}: get_sweep() must return hybrid_jax.launch.grid.Sweep, "
+                     f"got {type(sweep).__name__}")
+  if not sweep.grid:
+    raise SweepError(f"{path}: the grid is empty")
+  sweep.name = sweep.name or path.stem
+  return sweep
+
+
+@dataclasses.dataclass
+class PlannedRun:
+  name: str
+  point: Point
+  config: ml_collections.ConfigDict      # requested (unresolved) config
+  resolved: ml_collections.ConfigDict
+
+
+def plan(sweep: Sweep, overrides: Point | None = None) -> list[PlannedRun]:
+  """Every grid point as a validated run; the first broken point raises one SweepError line,
+  before anything is written or submitted."""
+  from hybrid_jax.configs import ConfigError, resolve
+  keys = list(dict.fromkeys(k for point in sweep.grid for k in point))
+  runs, names = [], set()
+  for point in sweep.grid:
+    name = run_name(point, keys)
+    if name in names:
+      raise SweepError(f"two grid points share the run name {name!r}")
+    names.add(name)
+    cfg = apply(apply(sweep.base, point), overrides or {})
+    try:
+      resolved = resolve(cfg)
+    except ConfigError as e:
+      raise SweepError(f"run {name}: {e}") from None
+    runs.append(PlannedRun(name, point, cfg, resolved))
+  return runs

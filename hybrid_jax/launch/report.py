@@ -1,0 +1,122 @@
+"""``sweep status`` (a table of runs) and ``sweep collect`` (one CSV of runs x checkpoints x
+metrics): both read only the run directories, so they work on any sweep, however it ran."""
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from hybrid_jax.train.rundir import RunDir
+
+# The long-context score shown by ``status``: the first of these an eval record has.
+LONG_SCORE_KEYS = ("long_score", "retrieval_acc", "answer_acc")
+
+
+def run_dirs(root) -> list[Path]:
+  """Run directories under ``root`` (those with a config.json or launch.json), sorted; a
+  run directory itself is returned alone."""
+  root = Path(root)
+  if (root / "config.json").exists() or (root / "launch.json").exists():
+    return [root]
+  return sorted(p for p in root.iterdir()
+                if p.is_dir() and ((p / "config.json").exists() or (p / "launch.json").exists()))
+
+
+def _long_score(record: dict):
+  for key in LONG_SCORE_KEYS:
+    if record.get(key) is not None:
+      return key, record[key]
+  return None, None
+
+
+def status_rows(root) -> list[dict]:
+  rows = []
+  for path in run_dirs(root):
+    run = RunDir(path)
+    status = run.read_status() or {}
+    metrics = run.read_metrics()
+    evals = run.read_eval() if hasattr(run, "read_eval") else []
+    key, score = _long_score(evals[-1]) if evals else (None, None)
+    error = status.get("error") if status.get("state") == "failed" else None
+    if not status:
+      error = _last_error_line(path / "train.log")
+    rows.append(dict(run=path.name, state=status.get("state", "pending"),
+                     step=status.get("step", 0), total_steps=status.get("total_steps"),
+                     tokens=metrics[-1]["tokens"] if metrics else 0,
+                     loss=metrics[-1]["loss"] if metrics else None,
+                     long_metric=key, long_score=score, error=error))
+  return rows
+
+
+def _last_error_line(log: Path):
+  if not log.exists():
+    return None
+  lines = [l for l in log.read_text(errors="replace").splitlines() if "error" in l.lower()]
+  return lines[-1].strip() if lines else None
+
+
+def status_table(root) -> str:
+  rows = status_rows(root)
+  if not rows:
+    return f"no runs under {root}"
+  head = ("run", "state", "step", "tokens", "loss", "long-context", "error")
+  body = [(r["run"], r["state"], f"{r['step']}/{r['total_steps'] or '?'}", f"{r['tokens']:,}",
+           "-" if r["loss"] is None else f"{r['loss']:.4f}",
+           "-" if r["long_score"] is None else f"{r['long_metric']}={r['long_score']:.3f}",
+           r["error"] or "") for r in rows]
+  widths = [max(len(str(row[i])) for row in [head] + body) for i in range(len(head))]
+  lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip() for row in [head] + body]
+  counts = {}
+  for r in rows:
+    counts[r["state"]] = counts.get(r["state"], 0) + 1
+  lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+  return "\n".join(lines)
+
+
+def _flat(prefix: str, d: dict) -> dict:
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, dict):
+      out.update(_flat(f"{prefix}{k}.", v))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
+
+
+def collect_rows(root) -> list[dict]:
+  """One row per (run, evaluated checkpoint), or per logged step for runs never evaluated:
+  the sweep point, model size and N, tokens and tokens/N, the training loss at that step,
+  and every eval metric."""
+  rows = []
+  for path in run_dirs(root):
+    run = RunDir(path)
+    if not run.config_path.exists():
+      continue
+    cfg = json.loads(run.config_path.read_text())
+    point = json.loads((path / "launch.json").read_text()).get("point", {}) \
+        if (path / "launch.json").exists() else {}
+    n = cfg["derived"]["non_embedding_params"]
+    base = dict(run=path.name, model_size=cfg["model"]["size"], pattern=cfg["model"]["pattern"],
+                window=cfg["model"]["window"], pos_full=cfg["model"]["pos_full"],
+                seed=cfg["train"]["seed"], n=n, **{f"point.{k}": v for k, v in point.items()})
+    loss_at = {r["step"]: r["loss"] for r in run.read_metrics()}
+    records = run.read_eval() if hasattr(run, "read_eval") else []
+    if not records:
+      records = [dict(step=r["step"], tokens=r["tokens"]) for r in run.read_metrics()]
+    for rec in records:
+      row = dict(base, step=rec["step"], tokens=rec["tokens"],
+                 token_multiplier=rec["tokens"] / n, train_loss=loss_at.get(rec["step"]))
+      row.update({k: v for k, v in _flat("", rec).items() if k not in ("step", "tokens")})
+      rows.append(row)
+  return rows
+
+
+def collect_csv(root, delimiter: str = ",") -> str:
+  rows = collect_rows(root)
+  columns = list(dict.fromkeys(k for r in rows for k in r))
+  out = io.StringIO()
+  writer = csv.DictWriter(out, fieldnames=columns, delimiter=delimiter)
+  writer.writeheader()
+  for r in rows:
+    writer.writerow(r)
+  return out.getvalue()

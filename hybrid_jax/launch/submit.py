@@ -1,0 +1,88 @@
+"""``hybrid-jax sweep submit``: plan a grid, check it whole, then train what is not done.
+
+Everything that can be wrong with a sweep (the file, an unknown key, a broken rule, a run
+directory holding another config) is found before the first run starts. Submitting again
+skips finished runs and resumes the rest from their checkpoints; each run's lock makes a
+second launcher (or a second shell) wait instead of training a run twice.
+"""
+
+import json
+from pathlib import Path
+
+from hybrid_jax.launch import grid
+from hybrid_jax.launch.grid import SweepError
+from hybrid_jax.launch.worker import LAUNCH_FILE
+from hybrid_jax.model.flops import model_flops_per_token
+from hybrid_jax.train.rundir import RunDir, atomic_write_text, config_diff
+
+
+def dry_run_table(runs) -> str:
+  rows = [("run", "pattern", "window", "size", "N (non-emb)", "steps", "tokens", "tokens/N", "FLOPs")]
+  total = 0.0
+  for r in runs:
+    c, d = r.resolved, r.resolved.derived
+    flops = model_flops_per_token(c) * d.tokens
+    total += flops
+    rows.append((r.name, c.model.pattern, str(c.model.window), c.model.size,
+                 f"{d.non_embedding_params:,}", str(d.steps), f"{d.tokens:,}",
+                 f"{d.tokens / d.non_embedding_params:.1f}", f"{flops:.3g}"))
+  widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+  lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in rows]
+  lines.append(f"{len(runs)} runs, {sum(r.resolved.derived.tokens for r in runs):,} tokens, "
+               f"{total:.3g} FLOPs in all")
+  return "\n".join(lines)
+
+
+def prepare(root: Path, runs, *, retry_failed: bool = False, log=print) -> list[Path]:
+  """Check every existing run directory against its planned config, then write each
+  pending run's launch.json; returns the run directories to train."""
+  for r in runs:
+    config_path = root / r.name / "config.json"
+    if config_path.exists():
+      try:
+        old = json.loads(config_path.read_text())
+      except json.JSONDecodeError:
+        raise SweepError(f"run {r.name}: {config_path} is not valid JSON") from None
+      diff = config_diff(old, json.loads(r.resolved.to_json()))
+      if diff:
+        raise SweepError(f"run {r.name} in {root} holds another config ({'; '.join(diff[:3])}); "
+                         "use a new --root")
+  pending = []
+  for r in runs:
+    run = RunDir(root / r.name)
+    status = run.read_status() or {}
+    if status.get("state") == "done":
+      log(f"done     {r.name}: skipped")
+      continue
+    if status.get("state") == "failed" and not retry_failed:
+      log(f"failed   {r.name}: skipped ({status.get('error')}); --retry-failed reruns it")
+      continue
+    run.path.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run.path / LAUNCH_FILE, json.dumps(
+        dict(point=r.point, config=r.config.to_dict()), indent=2, sort_keys=True, default=str) + "\n")
+    pending.append(run.path)
+  return pending
+
+
+def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, overrides=None,
+           retry_failed=False, slurm=None, wait=False, log=print) -> dict:
+  sweep = grid.load_sweep(sweep_file)
+  runs = grid.plan(sweep, overrides)
+  if dry_run:
+    print(dry_run_table(runs), flush=True)
+    return {}
+  root = Path(root)
+  root.mkdir(parents=True, exist_ok=True)
+  pending = prepare(root, runs, retry_failed=retry_failed, log=log)
+  if not pending:
+    log(f"nothing to do: all {len(runs)} runs are done or failed")
+    return {}
+  cache_dir = root / ".xla_cache"
+  if backend == "local":
+    from hybrid_jax.launch.local import default_parallel, run_local
+    return run_local(pending, parallel=parallel or default_parallel(), cache_dir=cache_dir, log=log)
+  if backend == "slurm":
+    from hybrid_jax.launch.slurm import run_slurm
+    return run_slurm(pending, {**sweep.slurm, **(slurm or {})}, root=root, cache_dir=cache_dir,
+                     log=log, wait=wait)
+  raise SweepError(f"--backend must be local or slurm, got {backend!r}")

@@ -1,0 +1,48 @@
+"""Train one run of a sweep: ``python -m hybrid_jax.launch.worker RUN_DIR``.
+
+The launcher writes the run's requested config to ``RUN_DIR/launch.json``; every backend
+(local processes, Slurm jobs) runs this same entry point, so a run behaves the same however
+it was scheduled. Exit codes: 0 done, 143 preempted, 75 the run is held by another trainer
+(try later), 1 failed (status.json says why).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+BUSY_EXIT_CODE = 75
+LAUNCH_FILE = "launch.json"
+
+
+def read_launch(run_dir) -> dict:
+  return json.loads((Path(run_dir) / LAUNCH_FILE).read_text())
+
+
+def run(run_dir) -> int:
+  import ml_collections
+
+  from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
+  from hybrid_jax.train.rundir import RunDirBusy, RunDirError
+  cfg = ml_collections.ConfigDict(read_launch(run_dir)["config"])
+  try:
+    status = train(cfg, run_dir, progress=False)
+  except RunDirBusy as e:
+    print(f"hybrid-jax worker: {e}", file=sys.stderr)
+    return BUSY_EXIT_CODE
+  except RunDirError as e:
+    print(f"hybrid-jax worker: error: {e}", file=sys.stderr)
+    return 1
+  except Preempted as e:
+    print(f"hybrid-jax worker: {e}", file=sys.stderr)
+    return PREEMPTED_EXIT_CODE
+  except Exception as e:   # status.json already holds the error line
+    print(f"hybrid-jax worker: failed: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
+    return 1
+  print(f"hybrid-jax worker: {run_dir}: {status['state']} at step {status['step']}")
+  return 0
+
+
+if __name__ == "__main__":
+  from hybrid_jax.cli import _use_persistent_compilation_cache
+  _use_persistent_compilation_cache()
+  sys.exit(run(sys.argv[1]))

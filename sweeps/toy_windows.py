@@ -1,0 +1,17 @@
+"""Toy CPU sweep: full attention vs SWA hybrids with three windows, two seeds.
+
+8 runs of 200 steps of the toy default (~1 minute each on one core): submit with
+``hybrid-jax sweep submit sweeps/toy_windows.py --root runs/toy_windows``.
+"""
+
+from hybrid_jax.configs.default import get_config
+from hybrid_jax.launch.grid import Sweep, axis, product
+
+
+def get_sweep():
+  base = get_config()
+  base.train.tokens = 200 * base.train.batch_size * base.data.seq_len
+  full = product(axis("model.pattern", ["F"]), axis("train.seed", [0, 1]))
+  swa = product(axis("model.pattern", ["SF"]), axis("model.window", [8, 32, 128]),
+                axis("train.seed", [0, 1]))
+  return Sweep(base=base, grid=full + swa)

@@ -1,0 +1,188 @@
+"""The sweep launcher: grids, one-line errors before anything runs, the local backend,
+idempotent resubmission, failures reported per run, and kill-then-resubmit."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from hybrid_jax.launch import grid, report
+from hybrid_jax.launch.grid import SweepError, axis, product, zip_axes
+
+TINY_BASE = """
+from hybrid_jax.configs.base import base_config
+from hybrid_jax.launch.grid import Sweep, axis, product
+
+def tiny():
+  c = base_config()
+  c.model.size = "custom"
+  c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.n_kv_heads = 32, 2, 4, 2
+  c.model.window = 8
+  c.data.seq_len = 48
+  c.data.n_pairs = 4
+  c.train.batch_size = 4
+  c.train.steps = {steps}
+  c.train.warmup_steps = 2
+  c.train.log_every = 2
+  c.checkpoint.every = 4
+  return c
+"""
+
+
+def write_sweep(tmp_path, grid_src, steps=12, name="sweep.py"):
+  path = tmp_path / name
+  path.write_text(TINY_BASE.format(steps=steps) + textwrap.dedent(grid_src))
+  return path
+
+
+def cli(*args, timeout=600):
+  return subprocess.run([sys.executable, "-m", "hybrid_jax.cli", *args], capture_output=True,
+                        text=True, timeout=timeout)
+
+
+def test_product_zip_and_stable_names():
+  g = product(axis("model.pattern", ["F", "SF"]),
+              zip_axes(axis("model.window", [8, 16]), axis("train.seed", [0, 1])))
+  assert g == [{"model.pattern": "F", "model.window": 8, "train.seed": 0},
+               {"model.pattern": "F", "model.window": 16, "train.seed": 1},
+               {"model.pattern": "SF", "model.window": 8, "train.seed": 0},
+               {"model.pattern": "SF", "model.window": 16, "train.seed": 1}]
+  keys = ["model.pattern", "model.window", "train.seed"]
+  assert [grid.run_name(p, keys) for p in g][:2] == ["pattern=F,window=8,seed=0",
+                                                     "pattern=F,window=16,seed=1"]
+  # an ambiguous leaf keeps its full key
+  assert grid.run_name({"model.seed": 1, "train.seed": 2}, ["model.seed", "train.seed"]) == \
+      "model.seed=1,train.seed=2"
+  with pytest.raises(SweepError, match="different lengths"):
+    zip_axes(axis("a", [1, 2]), axis("b", [1]))
+
+
+@pytest.mark.parametrize("src,message", [
+    ("def get_sweep(:\n", "syntax error"),
+    ("def get_sweep():\n  return Sweep(base=tiny(), grid=[])\n", "grid is empty"),
+    ("def get_sweep():\n  return Sweep(base=tiny(), grid=axis('model.windw', [4]))\n",
+     "config.model.windw: unknown key"),
+    ("def get_sweep():\n  return Sweep(base=tiny(), grid=axis('model.n_heads', [3]))\n",
+     "run n_heads=3: config.model.n_heads: must divide model.d_model"),
+    ("def get_sweep():\n  return tiny()\n", "must return"),
+])
+def test_bad_sweep_files_fail_in_one_line_before_anything_is_written(tmp_path, src, message):
+  sweep = write_sweep(tmp_path, src)
+  root = tmp_path / "root"
+  r = cli("sweep", "submit", str(sweep), "--root", str(root))
+  assert r.returncode == 2
+  err = r.stderr.strip()
+  assert len(err.splitlines()) == 1 and message in err, err
+  assert not root.exists()
+
+
+def test_dry_run_prints_the_grid_and_writes_nothing(tmp_path):
+  sweep = write_sweep(tmp_path, """
+      def get_sweep():
+        return Sweep(base=tiny(), grid=product(axis("model.pattern", ["F", "SF"]),
+                                               axis("model.window", [4, 8])))
+      """)
+  r = cli("sweep", "submit", str(sweep), "--root", str(tmp_path / "root"), "--dry-run",
+          "--config.train.steps=7")
+  assert r.returncode == 0, r.stderr
+  lines = r.stdout.strip().splitlines()
+  assert len(lines) == 6 and "pattern=SF,window=8" in r.stdout
+  row = next(l for l in lines if l.startswith("pattern=F,window=4")).split()
+  assert row[5] == "7"                      # the override reached every run
+  assert "4 runs" in lines[-1] and "FLOPs" in lines[-1]
+  assert not (tmp_path / "root").exists()
+
+
+def losses(run_dir):
+  return [(r["step"], r["loss"]) for r in report.RunDir(run_dir).read_metrics()]
+
+
+def test_local_sweep_runs_all_skips_done_and_reports_failures(tmp_path):
+  sweep = write_sweep(tmp_path, """
+      def get_sweep():
+        return Sweep(base=tiny(), grid=axis("train.lr", [3e-3, 1e-2, 1e12]))
+      """)
+  root = tmp_path / "root"
+  r = cli("sweep", "submit", str(sweep), "--root", str(root), "--parallel", "2")
+  assert r.returncode == 1, r.stdout + r.stderr        # one run failed
+  status = {p.name: json.loads((p / "status.json").read_text()) for p in root.iterdir()
+            if (p / "status.json").exists()}
+  assert status["lr=0.003"]["state"] == status["lr=0.01"]["state"] == "done"
+  assert status["lr=1e+12"]["state"] == "failed" and "loss is nan" in status["lr=1e+12"]["error"]
+  table = cli("sweep", "status", str(root)).stdout
+  assert "failed" in table and "loss is nan" in table and "2 done, 1 failed" in table
+  before = losses(root / "lr=0.003")
+  mtime = (root / "lr=0.003" / "metrics.jsonl").stat().st_mtime
+  again = cli("sweep", "submit", str(sweep), "--root", str(root))
+  assert again.returncode == 0 and again.stdout.count("skipped") == 3, again.stdout
+  assert losses(root / "lr=0.003") == before
+  assert (root / "lr=0.003" / "metrics.jsonl").stat().st_mtime == mtime
+  out = tmp_path / "all.tsv"
+  assert cli("sweep", "collect", str(root), "--out", str(out)).returncode == 0
+  header, *rows = out.read_text().splitlines()
+  cols = header.split("\t")
+  assert {"run", "n", "tokens", "token_multiplier", "train_loss"} <= set(cols)
+  assert len(rows) == 2 * 6 + len(losses(root / "lr=1e+12"))   # logged every 2 of 12 steps
+
+
+def test_kill_launcher_then_resubmit_equals_uninterrupted(tmp_path):
+  sweep = write_sweep(tmp_path, """
+      def get_sweep():
+        return Sweep(base=tiny(), grid=axis("train.seed", [0, 1]))
+      """, steps=60)
+  reference = tmp_path / "reference"
+  assert cli("sweep", "submit", str(sweep), "--root", str(reference)).returncode == 0
+  root = tmp_path / "root"
+  launcher = subprocess.Popen([sys.executable, "-m", "hybrid_jax.cli", "sweep", "submit",
+                               str(sweep), "--root", str(root), "--parallel", "2"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  deadline = time.time() + 300
+  while time.time() < deadline:   # kill once both runs have a checkpoint past step 4
+    steps = [max([int(p.name) for p in (root / n / "checkpoints").iterdir() if p.name.isdigit()] or [0])
+             if (root / n / "checkpoints").exists() else 0 for n in ("seed=0", "seed=1")]
+    if min(steps) >= 8:
+      break
+    time.sleep(0.2)
+  os.kill(launcher.pid, signal.SIGKILL)
+  launcher.wait()
+  time.sleep(1)
+  states = [json.loads((root / n / "status.json").read_text())["state"] for n in ("seed=0", "seed=1")]
+  assert "done" not in states or states.count("done") < 2, "killed too late to test anything"
+  r = cli("sweep", "submit", str(sweep), "--root", str(root))
+  assert r.returncode == 0, r.stdout + r.stderr
+  for n in ("seed=0", "seed=1"):
+    assert json.loads((root / n / "status.json").read_text())["state"] == "done"
+    assert losses(root / n) == losses(reference / n)
+    log = (root / n / "train.log").read_text()
+    if states[("seed=0", "seed=1").index(n)] != "done":
+      assert "resuming" in log and "from step 0/" not in log      # never from scratch
+
+
+SWEEPS = sorted((Path(__file__).parent.parent / "sweeps").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])
+def test_every_shipped_sweep_file_plans(path):
+  """Each grid point of every sweep file validates (dry-run level: nothing is trained)."""
+  runs = grid.plan(grid.load_sweep(path))
+  assert runs and len({r.name for r in runs}) == len(runs)
+
+
+def test_paper_scaling_sweep_matches_the_paper():
+  from hybrid_jax.configs.sizes import PAPER_NON_EMBEDDING
+  runs = grid.plan(grid.load_sweep(Path(__file__).parent.parent / "sweeps" / "paper_scaling.py"))
+  assert len(runs) == 5 * 7 * 6
+  for r in runs:
+    d = r.resolved.derived
+    target = PAPER_NON_EMBEDDING[r.resolved.model.size]
+    assert abs(d.non_embedding_params - target) <= 0.05 * target, (r.name, d.non_embedding_params)
+    assert r.resolved.data.seq_len == 16384
+    assert abs(d.tokens / d.non_embedding_params - r.point["train.tokens_per_param"]) < 1.0
+  assert {(r.resolved.model.pattern, r.resolved.model.window) for r in runs} >= {
+      ("SF", 128), ("SF", 512), ("SF", 2048), ("LF", 32), ("MF", 32), ("GF", 32), ("F", 32)}
