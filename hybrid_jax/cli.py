@@ -155,7 +155,7 @@ def cmd_eval(argv):
 
 
 def cmd_plot(argv):
-  kinds = {"emergence": "hybrid_jax.plot.emergence"}
+  kinds = {"emergence": "hybrid_jax.plot.emergence", "scaling": "hybrid_jax.plot.scaling"}
   if not argv or argv[0] not in kinds:
     _die(f"plot needs a kind: {', '.join(kinds)} (e.g. hybrid-jax plot emergence RUN...)")
   import importlib
@@ -198,7 +198,7 @@ def cmd_fit_scaling(argv):
 COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
             "sweep": (cmd_sweep, "submit a grid of runs, show its status, collect its metrics"),
             "eval": (cmd_eval, "evaluate every checkpoint of a run not yet evaluated"),
-            "plot": (cmd_plot, "figures from run directories (plot emergence DIR...)"),
+            "plot": (cmd_plot, "figures from run directories (plot emergence|scaling DIR...)"),
             "fit-scaling": (cmd_fit_scaling, "fit L(N, D) scaling laws to a collected table"),
             "data": (cmd_data, "prepare and inspect the data"),
             "bench": (cmd_bench, "print kernel, training (bench data, bench eval) speed figures")}
