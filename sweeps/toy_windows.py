@@ -11,6 +11,15 @@ from hybrid_jax.launch.grid import Sweep, axis, product
 def get_sweep():
   base = get_config()
   base.train.tokens = 200 * base.train.batch_size * base.data.seq_len
+  # Evaluate during training (a light setting, so a CPU sweep stays quick); the emergence
+  # curves then come straight from the runs: hybrid-jax plot emergence ROOT.
+  base.eval.every = 50
+  base.eval.tasks = "mqar,niah_single_filler"
+  base.eval.lengths = (256, 512)
+  base.eval.depths = (0.5,)
+  base.eval.examples = 8
+  base.eval.longppl_rows = 4
+  base.eval.longppl_length = 512
   full = product(axis("model.pattern", ["F"]), axis("train.seed", [0, 1]))
   swa = product(axis("model.pattern", ["SF"]), axis("model.window", [8, 32, 128]),
                 axis("train.seed", [0, 1]))
