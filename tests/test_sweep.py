@@ -68,8 +68,6 @@ def test_product_zip_and_stable_names():
     ("def get_sweep():\n  return Sweep(base=tiny(), grid=[])\n", "grid is empty"),
     ("def get_sweep():\n  return Sweep(base=tiny(), grid=axis('model.windw', [4]))\n",
      "config.model.windw: unknown key"),
-    ("def get_sweep():\n  return Sweep(base=tiny(), grid=axis('model.n_heads', [3]))\n",
-     "run n_heads=3: config.model.n_heads: must divide model.d_model"),
     ("def get_sweep():\n  return tiny()\n", "must return"),
 ])
 def test_bad_sweep_files_fail_in_one_line_before_anything_is_written(tmp_path, src, message):
@@ -106,21 +104,25 @@ def losses(run_dir):
 def test_local_sweep_runs_all_skips_done_and_reports_failures(tmp_path):
   sweep = write_sweep(tmp_path, """
       def get_sweep():
-        return Sweep(base=tiny(), grid=axis("train.lr", [3e-3, 1e-2, 1e12]))
+        return Sweep(base=tiny(), grid=axis("train.lr", [3e-3, 1e-2, 1e12]) +
+                     axis("model.n_heads", [3]))
       """)
   root = tmp_path / "root"
   r = cli("sweep", "submit", str(sweep), "--root", str(root), "--parallel", "2")
-  assert r.returncode == 1, r.stdout + r.stderr        # one run failed
+  assert r.returncode == 1, r.stdout + r.stderr        # two runs failed, two finished
   status = {p.name: json.loads((p / "status.json").read_text()) for p in root.iterdir()
             if (p / "status.json").exists()}
   assert status["lr=0.003"]["state"] == status["lr=0.01"]["state"] == "done"
   assert status["lr=1e+12"]["state"] == "failed" and "loss is nan" in status["lr=1e+12"]["error"]
+  assert status["n_heads=3"]["state"] == "failed"
+  assert "config.model.n_heads: must divide model.d_model" in status["n_heads=3"]["error"]
+  assert not (root / "n_heads=3" / "config.json").exists()
   table = cli("sweep", "status", str(root)).stdout
-  assert "failed" in table and "loss is nan" in table and "2 done, 1 failed" in table
+  assert "loss is nan" in table and "must divide" in table and "2 done, 2 failed" in table
   before = losses(root / "lr=0.003")
   mtime = (root / "lr=0.003" / "metrics.jsonl").stat().st_mtime
   again = cli("sweep", "submit", str(sweep), "--root", str(root))
-  assert again.returncode == 0 and again.stdout.count("skipped") == 3, again.stdout
+  assert again.returncode == 1 and again.stdout.count("skipped") == 3, again.stdout
   assert losses(root / "lr=0.003") == before
   assert (root / "lr=0.003" / "metrics.jsonl").stat().st_mtime == mtime
   out = tmp_path / "all.tsv"

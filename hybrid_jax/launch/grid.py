@@ -127,12 +127,15 @@ class PlannedRun:
   name: str
   point: Point
   config: ml_collections.ConfigDict      # requested (unresolved) config
-  resolved: ml_collections.ConfigDict
+  resolved: ml_collections.ConfigDict | None
+  error: str | None = None               # the broken rule of an invalid grid point
 
 
 def plan(sweep: Sweep, overrides: Point | None = None) -> list[PlannedRun]:
-  """Every grid point as a validated run; the first broken point raises one SweepError line,
-  before anything is written or submitted."""
+  """Every grid point as a run, validated before anything is written or submitted. An
+  unknown key or a name clash is the sweep's error (SweepError); a point whose values break
+  a rule (heads not dividing d_model, ...) is that run's error: it is reported and marked
+  failed, and the rest of the grid still runs."""
   from hybrid_jax.configs import ConfigError, resolve
   keys = list(dict.fromkeys(k for point in sweep.grid for k in point))
   runs, names = [], set()
@@ -143,8 +146,7 @@ def plan(sweep: Sweep, overrides: Point | None = None) -> list[PlannedRun]:
     names.add(name)
     cfg = apply(apply(sweep.base, point), overrides or {})
     try:
-      resolved = resolve(cfg)
+      runs.append(PlannedRun(name, point, cfg, resolve(cfg)))
     except ConfigError as e:
-      raise SweepError(f"run {name}: {e}") from None
-    runs.append(PlannedRun(name, point, cfg, resolved))
+      runs.append(PlannedRun(name, point, cfg, None, str(e)))
   return runs

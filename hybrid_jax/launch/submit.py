@@ -20,16 +20,20 @@ def dry_run_table(runs) -> str:
   rows = [("run", "pattern", "window", "size", "N (non-emb)", "steps", "tokens", "tokens/N", "FLOPs")]
   total = 0.0
   for r in runs:
+    if r.error:
+      rows.append((r.name, "invalid: " + r.error) + ("",) * 7)
+      continue
     c, d = r.resolved, r.resolved.derived
     flops = model_flops_per_token(c) * d.tokens
     total += flops
     rows.append((r.name, c.model.pattern, str(c.model.window), c.model.size,
                  f"{d.non_embedding_params:,}", str(d.steps), f"{d.tokens:,}",
                  f"{d.tokens / d.non_embedding_params:.1f}", f"{flops:.3g}"))
-  widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-  lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in rows]
-  lines.append(f"{len(runs)} runs, {sum(r.resolved.derived.tokens for r in runs):,} tokens, "
-               f"{total:.3g} FLOPs in all")
+  widths = [max(len(row[i]) for row in rows if not row[1].startswith("invalid")) for i in range(len(rows[0]))]
+  lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
+  valid = [r for r in runs if not r.error]
+  lines.append(f"{len(valid)} runs, {sum(r.resolved.derived.tokens for r in valid):,} tokens, "
+               f"{total:.3g} FLOPs in all" + (f"; {len(runs) - len(valid)} invalid" if len(valid) < len(runs) else ""))
   return "\n".join(lines)
 
 
@@ -38,6 +42,8 @@ def prepare(root: Path, runs, *, retry_failed: bool = False, log=print) -> list[
   pending run's launch.json; returns the run directories to train."""
   for r in runs:
     config_path = root / r.name / "config.json"
+    if config_path.exists() and r.error:
+      raise SweepError(f"run {r.name}: {r.error}; its directory holds an earlier run, left untouched")
     if config_path.exists():
       try:
         old = json.loads(config_path.read_text())
@@ -51,15 +57,20 @@ def prepare(root: Path, runs, *, retry_failed: bool = False, log=print) -> list[
   for r in runs:
     run = RunDir(root / r.name)
     status = run.read_status() or {}
+    started = run.config_path.exists()
     if status.get("state") == "done":
       log(f"done     {r.name}: skipped")
       continue
-    if status.get("state") == "failed" and not retry_failed:
+    if status.get("state") == "failed" and started and not retry_failed:
       log(f"failed   {r.name}: skipped ({status.get('error')}); --retry-failed reruns it")
       continue
     run.path.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run.path / LAUNCH_FILE, json.dumps(
         dict(point=r.point, config=r.config.to_dict()), indent=2, sort_keys=True, default=str) + "\n")
+    if r.error:          # never started (checked above): record why it cannot run
+      run.write_status("failed", 0, 0, f"invalid config: {r.error}")
+      log(f"failed   {r.name}: invalid config: {r.error}")
+      continue
     pending.append(run.path)
   return pending
 
@@ -74,15 +85,17 @@ def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, o
   root = Path(root)
   root.mkdir(parents=True, exist_ok=True)
   pending = prepare(root, runs, retry_failed=retry_failed, log=log)
+  invalid = {r.name: 2 for r in runs if r.error}
   if not pending:
     log(f"nothing to do: all {len(runs)} runs are done or failed")
-    return {}
+    return invalid
   cache_dir = root / ".xla_cache"
   if backend == "local":
     from hybrid_jax.launch.local import default_parallel, run_local
-    return run_local(pending, parallel=parallel or default_parallel(), cache_dir=cache_dir, log=log)
+    return invalid | run_local(pending, parallel=parallel or default_parallel(), cache_dir=cache_dir,
+                               log=log)
   if backend == "slurm":
     from hybrid_jax.launch.slurm import run_slurm
-    return run_slurm(pending, {**sweep.slurm, **(slurm or {})}, root=root, cache_dir=cache_dir,
-                     log=log, wait=wait)
+    return invalid | run_slurm(pending, {**sweep.slurm, **(slurm or {})}, root=root,
+                               cache_dir=cache_dir, log=log, wait=wait)
   raise SweepError(f"--backend must be local or slurm, got {backend!r}")
