@@ -96,7 +96,7 @@ def load_sweep(path) -> Sweep:
   """Import a sweep file and call its ``get_sweep()``; any failure is one SweepError line."""
   path = Path(path)
   if not path.is_file():
-    raise SweepError(f"sweep file {path} does not exist")
+    raise SweepError(f"sweep file {path} does not exist or is not a file")
   try:
     spec = importlib.util.spec_from_file_location(f"_sweep_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
