@@ -190,3 +190,12 @@ def test_task_inputs_are_the_runs_tokenizer_and_validation_split(built):
   c.data.corpus = str(out)
   tokenizer, corpus = task_inputs(c.data)
   assert corpus.split == "validation" and len(corpus) == manifest["documents"]["validation"]
+
+
+def test_max_documents_caps_the_documents_of_all_sources_together(tmp_path):
+  for name in ("a", "b"):
+    write_texts(tmp_path / name, n=12)
+  manifest = C.build([str(tmp_path / "a"), str(tmp_path / "b")], tmp_path / "out",
+                     validation_fraction=0.3, max_documents=15)
+  splits = {s: len(C.open_corpus(tmp_path / "out", s)) for s in ("train", "validation")}
+  assert sum(splits.values()) == 15, (splits, manifest)

@@ -42,6 +42,10 @@ def test_long_rows_make_up_the_configured_fraction_in_every_batch(fraction):
   per_batch = np.array([[src.is_long(s, r) for r in range(8)] for s in range(200)])
   assert abs(per_batch.mean() - fraction) < 0.01
   assert np.all(np.abs(per_batch.sum(1) - 8 * fraction) <= 1)
+  for batch_size, f in ((64, 0.3), (256, 0.37), (13, fraction)):   # the docstring's bound
+    src_b = M.TrainingMix(resolve(_cfg(long_fraction=f)).data, batch_size=batch_size)
+    kinds = np.array([[src_b.is_long(s, r) for r in range(batch_size)] for s in range(50)])
+    assert np.all(np.abs(kinds.sum(1) - batch_size * f) <= 2), (batch_size, f)
   b = src.batch(3)
   for r in range(8):   # long rows carry answers, short rows none
     assert b["answer_mask"][r].any() == per_batch[3, r]

@@ -78,6 +78,20 @@ def test_depth_places_the_needle_at_that_fraction_of_the_context():
     assert np.allclose(starts, [0.0, 0.25, 0.5, 0.75, 1.0], atol=0.05), (name, starts)
 
 
+def test_examples_do_not_depend_on_the_process_hash_seed():
+  """Examples are a pure function of their arguments across processes, not only within one
+  (string hashing, and so set order, changes with PYTHONHASHSEED)."""
+  import os
+  import subprocess
+  import sys
+  code = ("import hashlib; from hybrid_jax.data import tasks; h = hashlib.sha1(); "
+          "[h.update(tasks.make_example(n, length=600, depth=0.3, seed=7, index=i).tokens.tobytes()) "
+          "for n in tasks.TASK_NAMES for i in range(3)]; print(h.hexdigest())")
+  digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
+  assert len(digests) == 1, digests
+
+
 def test_same_arguments_same_example_other_seed_or_index_another():
   for name in tasks.TASK_NAMES:
     a = tasks.make_example(name, length=600, depth=0.3, seed=7, index=2)

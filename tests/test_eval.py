@@ -156,6 +156,9 @@ def _snapshot(path):
     ("--config.eval.tasks=no_such_task", "config.eval.tasks: unknown task no_such_task"),
     ("--config.eval.lengths=8", "below the minimum length 16"),
     ("--config.eval.longppl_window=15", "config.eval.longppl_window: must be an even integer"),
+    ("--config.eval.seed=-1", "config.eval.seed: must be an integer >= 0"),
+    ("--config.eval.longppl_threshold=nan", "config.eval.longppl_threshold: must be a finite number"),
+    ("--config.eval.depths=0.12,0.123", "config.eval.depths: must differ"),
     ("--config.model.window=4", "unknown flag --config.model.window"),
     ("--config.eval.reference=/nonexistent/run", "/nonexistent/run does not exist"),
 ])

@@ -174,6 +174,7 @@ def test_every_shipped_sweep_file_plans(path):
   """Each grid point of every sweep file validates (dry-run level: nothing is trained)."""
   runs = grid.plan(grid.load_sweep(path))
   assert runs and len({r.name for r in runs}) == len(runs)
+  assert not [(r.name, r.error) for r in runs if r.error]
 
 
 def test_paper_scaling_sweep_matches_the_paper():

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
@@ -69,7 +68,9 @@ def test_slurm_sweep_with_scancel_and_resubmit(tmp_path):
   subprocess.run(["scancel", job0], check=True)
   assert wait_for(lambda: not queued(job0)) and wait_for(lambda: not queued(job_id(root / "seed=1")))
   status0 = json.loads((run0 / "status.json").read_text())
-  assert status0["state"] in ("preempted", "running") and 0 < status0["step"] < 60, status0
+  assert status0["state"] == "preempted" and 0 < status0["step"] < 60, status0   # SIGTERM -> checkpoint
+  resubmit = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm")
+  assert resubmit.returncode == 0 and "submitted seed=0" in resubmit.stdout, resubmit.stdout
   r = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm", "--wait")
   assert r.returncode == 0, r.stdout + r.stderr
   for n in ("seed=0", "seed=1"):

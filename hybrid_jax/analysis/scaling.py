@@ -12,6 +12,7 @@ import dataclasses
 import io
 import itertools
 import math
+import os
 import re
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def read_table(path, *, column: str | None = None, longppl: bool = False,
                      f"(columns: {', '.join(cols)})")
   if "n" not in cols or not ({"tokens", "token_multiplier"} & set(cols)):
     raise TableError(f"table {path}: needs columns n and tokens (or token_multiplier)")
-  n, d, y = [], [], []
+  points = {}           # (n, D) -> y: a checkpoint evaluated under several settings counts once
   for i, r in enumerate(rows, start=2):
     try:
       if not r[column] or not r["n"]:
@@ -79,11 +80,10 @@ def read_table(path, *, column: str | None = None, longppl: bool = False,
       raise TableError(f"table {path} line {i}: cannot read n / tokens / {column}") from None
     if di <= 0 or ni <= 0 or not math.isfinite(yi) or yi <= 0:
       continue                             # step 0 or a diverged point: nothing to fit
-    n.append(ni)
-    d.append(di)
-    y.append(math.log(yi) if longppl else yi)
-  if len(y) < 3:
-    raise TableError(f"table {path}: {len(y)} usable points; a fit needs at least 3")
+    points[(ni, di)] = math.log(yi) if longppl else yi
+  if len(points) < 3:
+    raise TableError(f"table {path}: {len(points)} usable points; a fit needs at least 3")
+  (n, d), y = zip(*points.keys()), list(points.values())
   return Points(np.array(n), np.array(d), np.array(y),
                 f"log({column})" if longppl else column)
 
@@ -172,7 +172,7 @@ def plot(fit_: Fit, points: Points, out: Path, held_out_n=None):
   ax.legend(fontsize=8)
   fig.tight_layout()
   out.parent.mkdir(parents=True, exist_ok=True)
-  tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+  tmp = out.with_name(f".{out.name}.tmp{os.getpid()}{out.suffix}")
   fig.savefig(tmp, dpi=120)
   plt.close(fig)
   tmp.replace(out)

@@ -18,7 +18,7 @@ def check_data(d, vocab_size: int, fail) -> None:
            vocab_size)
   if d.name != "mix":
     return
-  from hybrid_jax.data.mix import DISTANCES, max_pairs
+  from hybrid_jax.data.mix import DISTANCES, PAIR_CHARS, max_pairs
   if d.tokenizer == BYTE and vocab_size < 256:
     fail("model.vocab_size", "byte-level text needs >= 256 tokens", vocab_size)
   if d.distance not in DISTANCES:
@@ -30,6 +30,9 @@ def check_data(d, vocab_size: int, fail) -> None:
   if d.n_pairs > max_pairs(d.seq_len):
     fail("data.n_pairs", f"mix: must be <= seq_len/28 = {max_pairs(d.seq_len)} (the pairs' two "
          "copies may cover at most half of a long row)", d.n_pairs)
+  if d.n_pairs and max(d.min_distance, PAIR_CHARS) > d.seq_len + 1 - PAIR_CHARS:
+    fail("data.min_distance", f"mix: leaves no room for a pair (must be <= seq_len + 1 - {PAIR_CHARS} "
+         f"= {d.seq_len + 1 - PAIR_CHARS})", d.min_distance)
   if d.corpus:
     from hybrid_jax.data.corpus import MANIFEST
     if not (Path(d.corpus) / MANIFEST).is_file():

@@ -16,6 +16,7 @@ import contextlib
 import glob
 import hashlib
 import json
+import itertools
 import os
 import shutil
 import tempfile
@@ -156,12 +157,10 @@ def build(sources: list[str], out, *, validation_fraction: float = 0.05,
 
   docs = {split: [] for split in SPLITS}
   n = 0
-  for s in sources:
-    for doc_id, text in documents(s):
-      docs[split_of(doc_id, validation_fraction)].append((doc_id, text))
-      n += 1
-      if max_documents and n >= max_documents:
-        break
+  all_docs = itertools.chain.from_iterable(documents(s) for s in sources)
+  for doc_id, text in itertools.islice(all_docs, max_documents or None):
+    docs[split_of(doc_id, validation_fraction)].append((doc_id, text))
+    n += 1
   if not docs["train"] or not docs["validation"]:
     raise CorpusError(f"source: {n} document(s) do not fill both splits (validation_fraction="
                       f"{validation_fraction}); add text or change the fraction")

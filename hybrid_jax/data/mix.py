@@ -10,7 +10,7 @@ Short rows pack documents of ``data.short_len`` tokens (a window of a random doc
 separated by the tokenizer's end-of-document id; nothing is padded.
 
 Which rows are long follows a Weyl sequence over the global row index step*B + row, so every
-batch is within one row of the configured fraction, yet row kinds need no state.
+batch is within two rows of the configured fraction, yet row kinds need no state.
 """
 
 import numpy as np
@@ -76,7 +76,8 @@ class TrainingMix:
       return self.tokenizer.encode("".join(units))[:n_tokens]
     doc = corpus[int(rng.integers(len(corpus)))]
     start = int(rng.integers(max(1, len(doc) - n_tokens)))
-    start = max(0, doc.rfind(". ", 0, start) + 2) if start else 0
+    i = doc.rfind(". ", 0, start) if start else -1
+    start = i + 2 if i >= 0 else 0        # the sentence's first character, or the document's
     return self.tokenizer.encode(doc[start:start + 8 * n_tokens + 64])[:n_tokens]
 
   def _packed(self, rng, n: int, doc_len: int, corpus="train") -> np.ndarray:

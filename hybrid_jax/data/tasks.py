@@ -27,6 +27,8 @@ import numpy as np
 from hybrid_jax.data import text as T
 from hybrid_jax.data.tokenizer import ByteTokenizer
 
+TASKS_VERSION = 2   # bump when the examples a (name, length, depth, seed, index) yields change
+
 TASK_NAMES = ("niah_single_filler", "niah_single_prose", "niah_multikey", "niah_multivalue",
               "niah_multiquery", "variable_tracking", "mqar")
 MIN_HAYSTACK = 16        # haystack tokens every example keeps at its shortest
@@ -66,10 +68,10 @@ class _Draw:
     return [str(v) for v in self.rng.choice(9 * lo, size=n, replace=False) + lo]
 
   def names(self, n, k, first="A"):
-    out = set()
-    while len(out) < n:
-      out.add("".join(chr(ord(first) + c) for c in self.rng.integers(0, 26, size=k)))
-    return sorted(out, key=lambda _: self.rng.random())
+    """n distinct k-letter names: distinct ids drawn without replacement, spelled in base
+    26 (no set iteration, whose order would follow the per-process string hash)."""
+    ids = self.rng.choice(26 ** k, size=n, replace=False)
+    return ["".join(chr(ord(first) + int(i) // 26 ** (k - 1 - j) % 26) for j in range(k)) for i in ids]
 
   def fracs(self, n):
     return list(self.rng.random(n))

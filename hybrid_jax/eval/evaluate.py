@@ -8,7 +8,6 @@ from hybrid_jax.eval.heldout import ShortLossEval
 from hybrid_jax.eval.longppl import LongPPLEval
 from hybrid_jax.eval.retrieval import RetrievalEval
 from hybrid_jax.eval.scoring import Scorer
-from hybrid_jax.eval import settings as eval_settings
 from hybrid_jax.eval.settings import EvalSettings
 from hybrid_jax.train.rundir import RunDir
 
@@ -69,11 +68,6 @@ def check_settings(cfg) -> EvalSettings:
   from hybrid_jax.configs import resolve
   resolved = resolve(cfg)
   settings = EvalSettings.from_config(resolved)
-  if settings.tasks:    # names and lengths were checked by resolve, if the module exists
-    try:
-      eval_settings.task_module()
-    except ImportError as e:
-      raise EvalInputError(str(e)) from None
   if settings.reference is not None and settings.longppl_rows:
     load_run_config(settings.reference)
     ref_steps = checkpoint_steps(settings.reference)
@@ -99,6 +93,9 @@ def evaluate_run(workdir, cfg=None, *, log=print) -> list[dict]:
       tokens_per_step = models.cfg.train.batch_size * models.cfg.data.seq_len
       new = []
       for step in todo:
+        if not (run.checkpoint_dir / str(step)).is_dir():   # a live trainer dropped its rolling one
+          log(f"hybrid-jax eval: {run.path.name} step {step}: checkpoint gone meanwhile; skipped")
+          continue
         record = evaluator.record(models.params(step), step, step * tokens_per_step)
         run.append_eval(record)
         new.append(record)

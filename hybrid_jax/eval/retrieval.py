@@ -25,8 +25,6 @@ def task_inputs(cfg):
   """(tokenizer, corpus) the run's tasks are built with: its own tokenizer and, when it
   trains on a corpus, that corpus's validation split (``hybrid_jax.data.task_inputs``)."""
   from hybrid_jax import data
-  if not hasattr(data, "task_inputs"):
-    return None, None
   return data.task_inputs(cfg.data)
 
 

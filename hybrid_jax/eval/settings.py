@@ -9,16 +9,14 @@ trainer evaluates, so it is not part of the id.
 import dataclasses
 import hashlib
 import json
+import math
 
 NOT_IN_ID = ("every",)
 
 
 def task_module():
-  """``hybrid_jax.data.tasks`` (imported late: it is optional until the data side lands)."""
-  try:
-    from hybrid_jax.data import tasks
-  except ImportError as e:
-    raise ImportError(f"the synthetic tasks module hybrid_jax.data.tasks is not available ({e})") from e
+  """``hybrid_jax.data.tasks``, imported late (configs import this module)."""
+  from hybrid_jax.data import tasks
   return tasks
 
 
@@ -45,6 +43,8 @@ def check_eval_section(e, fail) -> None:
   depths = tuple(e.depths) if isinstance(e.depths, (tuple, list)) else (e.depths,)
   if not depths or not all(isinstance(d, (int, float)) and 0 <= d <= 1 for d in depths):
     fail("eval.depths", "must be a tuple of numbers in [0, 1]", e.depths)
+  if len({f"{d:.2f}" for d in depths}) < len(depths):
+    fail("eval.depths", "must differ in their first two decimals (they name the record's keys)", e.depths)
   for field in ("examples", "batch_tokens"):
     if not is_int(e[field]) or e[field] < 1:
       fail(f"eval.{field}", "must be an integer >= 1", e[field])
@@ -59,17 +59,17 @@ def check_eval_section(e, fail) -> None:
   if not is_int(n) or n <= w or (n - w) % (w // 2):
     fail("eval.longppl_length", f"must exceed eval.longppl_window={w} by a multiple of "
          f"window/2={w // 2} (the truncated segments overlap by half)", n)
-  if not isinstance(e.longppl_threshold, (int, float)) or e.longppl_threshold <= 0:
-    fail("eval.longppl_threshold", "must be a number > 0 (nats)", e.longppl_threshold)
+  if not isinstance(e.longppl_threshold, (int, float)) or not math.isfinite(e.longppl_threshold) \
+      or e.longppl_threshold <= 0:
+    fail("eval.longppl_threshold", "must be a finite number > 0 (nats)", e.longppl_threshold)
+  if not is_int(e.seed) or e.seed < 0:
+    fail("eval.seed", "must be an integer >= 0", e.seed)
   if e.reference is not None and (not isinstance(e.reference, str) or not e.reference):
     fail("eval.reference", "must be None or a run directory", e.reference)
   if e.reference_step is not None and (not is_int(e.reference_step) or e.reference_step < 1):
     fail("eval.reference_step", "must be None or a checkpoint step >= 1", e.reference_step)
-  try:
-    names = task_names(e.tasks)
-    tasks = task_module() if names else None
-  except ImportError:
-    return          # checked again (and reported) when an evaluation actually runs
+  names = task_names(e.tasks)
+  tasks = task_module()
   for name in names:
     if name not in tasks.TASK_NAMES:
       fail("eval.tasks", f"unknown task {name!r} (known: {', '.join(tasks.TASK_NAMES)})", e.tasks)
@@ -118,7 +118,9 @@ class EvalSettings:
 
   def settings_id(self, reference_step: int | None = None) -> str:
     """Hash of every number-changing setting (the resolved reference step included)."""
+    from hybrid_jax.data.tasks import TASKS_VERSION
     d = self.to_dict()
     d["reference_step"] = reference_step if reference_step is not None else self.reference_step
+    d["tasks_version"] = TASKS_VERSION      # the examples themselves changed: evaluate again
     blob = json.dumps(d, sort_keys=True)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]

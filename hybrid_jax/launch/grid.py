@@ -15,6 +15,7 @@ submissions and the same point always lands in the same run directory.
           zip_axes(axis("model.size", ["toy-xs", "toy-s"]), axis("train.batch_size", [8, 4]))))
 """
 
+import copy
 import dataclasses
 import importlib.util
 import itertools
@@ -78,7 +79,7 @@ def run_name(point: Point, keys: list[str]) -> str:
 
 def apply(base: ml_collections.ConfigDict, point: Point) -> ml_collections.ConfigDict:
   """A copy of ``base`` with the point's overrides (and extra overrides) applied."""
-  cfg = ml_collections.ConfigDict(base.to_dict())
+  cfg = copy.deepcopy(base)         # keeps field types and placeholders (to_dict would not)
   for key, value in point.items():
     *parents, leaf = key.split(".")
     node = cfg
@@ -88,7 +89,11 @@ def apply(base: ml_collections.ConfigDict, point: Point) -> ml_collections.Confi
       node = node[p]
     if leaf not in node:
       raise SweepError(f"config.{key}: unknown key")
-    node[leaf] = value
+    try:
+      node[leaf] = value
+    except TypeError:
+      raise SweepError(f"config.{key}: {value!r} has the wrong type "
+                       f"({type(value).__name__}; the field takes {node.get_ref(leaf).get_type().__name__})") from None
   return cfg
 
 

@@ -10,6 +10,7 @@ them up where they stopped.
 """
 
 import ctypes
+import fcntl
 import os
 import signal
 import subprocess
@@ -36,6 +37,20 @@ def _die_with_parent():
     pass   # not Linux: workers then outlive a killed launcher, and resubmission waits for them
 
 
+def _held(run_dir: Path) -> bool:
+  """Whether another process holds the run's trainer lock (see RunDir.lock)."""
+  lock = run_dir / ".lock"
+  if not lock.exists():
+    return False
+  with open(lock, "a") as f:
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      return True
+    fcntl.flock(f, fcntl.LOCK_UN)
+  return False
+
+
 def worker_env(parallel: int, cache_dir: Path) -> dict:
   env = dict(os.environ)
   env.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache_dir))
@@ -55,6 +70,7 @@ def run_local(run_dirs: list[Path], *, parallel: int, cache_dir: Path, max_retri
   queue = deque((Path(d), 0.0) for d in run_dirs)      # (run dir, not before time)
   retries = {Path(d).name: 0 for d in run_dirs}
   running: dict[subprocess.Popen, Path] = {}
+  waits = {}                                             # backoff of runs held elsewhere
   results = {}
   stop = {"signum": None}
 
@@ -74,11 +90,14 @@ def run_local(run_dirs: list[Path], *, parallel: int, cache_dir: Path, max_retri
           if time.monotonic() < not_before:
             queue.append((run_dir, not_before))
             continue
-          log_file = open(run_dir / "train.log", "a")
-          p = subprocess.Popen([sys.executable, "-m", "hybrid_jax.launch.worker", str(run_dir)],
-                               stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                               preexec_fn=_die_with_parent)
-          log_file.close()
+          if _held(run_dir):      # check here: a worker would cost a Python + JAX start-up
+            waits[run_dir.name] = min(2 * waits.get(run_dir.name, BUSY_RETRY_S / 2), 30.0)
+            queue.append((run_dir, time.monotonic() + waits[run_dir.name]))
+            continue
+          with open(run_dir / "train.log", "a") as log_file:
+            p = subprocess.Popen([sys.executable, "-m", "hybrid_jax.launch.worker", str(run_dir)],
+                                 stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                                 preexec_fn=_die_with_parent)
           running[p] = run_dir
           log(f"started  {run_dir.name} (pid {p.pid})")
       for p in [p for p in running if p.poll() is not None]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from hybrid_jax.train.rundir import RunDir
 
 # The long-context score shown by ``status``: the first of these an eval record has.
-LONG_SCORE_KEYS = ("long_score", "retrieval_acc", "answer_acc")
+LONG_SCORE_KEYS = ("retrieval_acc", "log_longppl")
 
 
 def run_dirs(root) -> list[Path]:
@@ -35,7 +35,7 @@ def status_rows(root) -> list[dict]:
     run = RunDir(path)
     status = run.read_status() or {}
     metrics = run.read_metrics()
-    evals = run.read_eval() if hasattr(run, "read_eval") else []
+    evals = run.read_eval()
     key, score = _long_score(evals[-1]) if evals else (None, None)
     error = status.get("error") if status.get("state") == "failed" else None
     if not status:
@@ -100,7 +100,7 @@ def collect_rows(root) -> list[dict]:
                 window=cfg["model"]["window"], pos_full=cfg["model"]["pos_full"],
                 seed=cfg["train"]["seed"], n=n, **{f"point.{k}": v for k, v in point.items()})
     loss_at = {r["step"]: r["loss"] for r in run.read_metrics()}
-    records = run.read_eval() if hasattr(run, "read_eval") else []
+    records = run.read_eval()
     if not records:
       records = [dict(step=r["step"], tokens=r["tokens"]) for r in run.read_metrics()]
     for rec in records:

@@ -69,11 +69,13 @@ def run_slurm(run_dirs: list[Path], params: dict, *, root: Path, cache_dir: Path
     atomic_write_text(run_dir / JOB_FILE, json.dumps(dict(job_id=job.job_id)) + "\n")
     log(f"submitted {run_dir.name}: job {job.job_id}")
     jobs[run_dir] = job.job_id
-  while wait and any(j in _queue() for j in jobs.values()):
+  if not wait:
+    return {run_dir.name: -1 for run_dir in jobs}     # queued: status.json is from before
+  while True:
+    queue = _queue()
+    if not any(j in queue for j in jobs.values()):
+      break
     time.sleep(poll_s)
-  codes = {"done": 0, "preempted": 143, "failed": 1}
-  results = {}
-  for run_dir in jobs:
-    state = (RunDir(run_dir).read_status() or {}).get("state")
-    results[run_dir.name] = codes.get(state, 1) if wait else codes.get(state, -1) if state != "running" else -1
-  return results
+  codes = {"done": 0, "preempted": 143}
+  return {run_dir.name: codes.get((RunDir(run_dir).read_status() or {}).get("state"), 1)
+          for run_dir in jobs}

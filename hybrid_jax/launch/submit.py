@@ -66,7 +66,7 @@ def prepare(root: Path, runs, *, retry_failed: bool = False, log=print) -> list[
       continue
     run.path.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run.path / LAUNCH_FILE, json.dumps(
-        dict(point=r.point, config=r.config.to_dict()), indent=2, sort_keys=True, default=str) + "\n")
+        dict(point=r.point, config=r.config.to_dict()), indent=2, sort_keys=True) + "\n")
     if r.error:          # never started (checked above): record why it cannot run
       run.write_status("failed", 0, 0, f"invalid config: {r.error}")
       log(f"failed   {r.name}: invalid config: {r.error}")

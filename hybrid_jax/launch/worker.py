@@ -19,11 +19,12 @@ def read_launch(run_dir) -> dict:
 
 
 def run(run_dir) -> int:
-  import ml_collections
-
+  from hybrid_jax.configs import base_config
+  from hybrid_jax.eval.checkpoints import _merge
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
   from hybrid_jax.train.rundir import RunDirBusy, RunDirError
-  cfg = ml_collections.ConfigDict(read_launch(run_dir)["config"])
+  cfg = base_config()                   # the schema's types and tuples, not raw JSON lists
+  _merge(cfg, read_launch(run_dir)["config"])
   try:
     status = train(cfg, run_dir, progress=False)
   except RunDirBusy as e:

@@ -8,7 +8,6 @@ N and D grow (short-context curves nearly coincide; long-context ones converge l
 """
 
 import argparse
-import sys
 from pathlib import Path
 
 import matplotlib

@@ -88,8 +88,13 @@ def _train_locked(cfg, run, progress) -> dict:
       raise RunDirError(f"cannot restore checkpoint {start} in {run.checkpoint_dir}: "
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
   from hybrid_jax.eval.evaluate import TrainingEval
-  evaluate = TrainingEval(cfg, run, graphdef, rest)
-  evaluate(start, state["params"])         # a crash between checkpoint and eval record
+  try:
+    evaluate = TrainingEval(cfg, run, graphdef, rest)
+    evaluate(start, state["params"])       # a crash between checkpoint and eval record
+  except Exception as e:                   # e.g. the reference run is gone: say so, stop cleanly
+    ckpt.close()
+    run.write_status("failed", start, total, f"{type(e).__name__}: {e}".splitlines()[0])
+    raise
   if start >= total:
     run.write_status("done", start, total)
     ckpt.close()
