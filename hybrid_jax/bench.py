@@ -101,12 +101,12 @@ def bench_recurrent(lengths, tokens, heads, dim, chunk, reps):
   return rows
 
 
-def bench_training(name, cfg, steps, peak):
-  from hybrid_jax.configs import resolve
+def median_step_seconds(cfg, steps: int) -> float:
+  """Median wall time of ``steps`` train steps of a resolved config after one compile step
+  (the median is robust to the noise of a shared machine)."""
   from hybrid_jax.data import make_source
   from hybrid_jax.train.loop import init_state
   from hybrid_jax.train.step import make_train_step
-  cfg = resolve(cfg)
   graphdef, rest, state, tx, _ = init_state(cfg)
   step_fn = make_train_step(graphdef, rest, tx)
   source = make_source(cfg)
@@ -119,7 +119,13 @@ def bench_training(name, cfg, steps, peak):
     state, m = step_fn(state, b)
     jax.block_until_ready(m)
     times.append(time.perf_counter() - t0)
-  dt = float(np.median(times))     # robust to the noise of a shared machine
+  return float(np.median(times))
+
+
+def bench_training(name, cfg, steps, peak):
+  from hybrid_jax.configs import resolve
+  cfg = resolve(cfg)
+  dt = median_step_seconds(cfg, steps)
   tokens = cfg.train.batch_size * cfg.data.seq_len
   flops = model_flops_per_token(cfg) * tokens / dt
   row = dict(model=name, d_model=cfg.model.d_model, n_layers=cfg.model.n_layers,

@@ -199,3 +199,22 @@ def test_max_documents_caps_the_documents_of_all_sources_together(tmp_path):
                      validation_fraction=0.3, max_documents=15)
   splits = {s: len(C.open_corpus(tmp_path / "out", s)) for s in ("train", "validation")}
   assert sum(splits.values()) == 15, (splits, manifest)
+
+
+def test_a_rebuilt_corpus_changes_the_resolved_config(built, tmp_path):
+  """derived.data_fingerprint follows the corpus files, so a resumed run whose corpus was
+  rebuilt differently is refused (config.json differs) instead of training on other data."""
+  import shutil
+  _, out, _ = built
+  c = tiny_config()
+  c.data.name, c.data.seq_len, c.data.n_pairs = "mix", 64, 1
+  assert "data_fingerprint" not in resolve(c).derived             # byte tokens, generated prose
+  copy = tmp_path / "corpus"
+  shutil.copytree(out, copy)
+  c.data.corpus = str(copy)
+  first = resolve(c).derived.data_fingerprint
+  assert resolve(c).derived.data_fingerprint == first            # deterministic
+  manifest = json.loads((copy / C.MANIFEST).read_text())
+  manifest["documents"]["train"] += 1
+  (copy / C.MANIFEST).write_text(json.dumps(manifest))
+  assert resolve(c).derived.data_fingerprint != first

@@ -210,6 +210,10 @@ def resolve(cfg) -> ml_collections.ConfigDict:
       steps=steps, tokens=steps * out.train.batch_size * out.data.seq_len,
       non_embedding_params=n, embedding_params=sizes.embedding_params(m),
       layers=sizes.layer_letters(m.pattern, m.n_layers)))
+  from hybrid_jax.data.config_rules import data_fingerprint
+  fingerprint = data_fingerprint(out.data)
+  if fingerprint is not None:           # absent for byte tokens on generated data: old runs resume
+    out.derived.data_fingerprint = fingerprint
   return out
 
 

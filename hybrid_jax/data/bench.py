@@ -15,28 +15,11 @@ TARGET_RATIO = 10.0
 
 def train_tokens_per_s(steps: int = 4) -> float:
   """Median tokens/s of compiled train steps of the toy default config."""
-  import jax
-  import numpy as np
-
+  from hybrid_jax.bench import median_step_seconds
   from hybrid_jax.configs import resolve
   from hybrid_jax.configs.default import get_config
-  from hybrid_jax.data import make_source
-  from hybrid_jax.train.loop import init_state
-  from hybrid_jax.train.step import make_train_step
   cfg = resolve(get_config())
-  graphdef, rest, state, tx, _ = init_state(cfg)
-  step_fn = make_train_step(graphdef, rest, tx)
-  source = make_source(cfg)
-  batches = [jax.device_put(source.batch(s)) for s in range(steps + 1)]
-  state, m = step_fn(state, batches[0])       # compile
-  jax.block_until_ready(m)
-  times = []
-  for b in batches[1:]:
-    t0 = time.perf_counter()
-    state, m = step_fn(state, b)
-    jax.block_until_ready(m)
-    times.append(time.perf_counter() - t0)
-  return cfg.train.batch_size * cfg.data.seq_len / float(np.median(times))
+  return cfg.train.batch_size * cfg.data.seq_len / median_step_seconds(cfg, steps)
 
 
 def rate(make, tokens_each: int, seconds: float, min_reps: int = 3) -> tuple[float, float]:

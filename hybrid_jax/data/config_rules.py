@@ -38,3 +38,27 @@ def check_data(d, vocab_size: int, fail) -> None:
     if not (Path(d.corpus) / MANIFEST).is_file():
       fail("data.corpus", f"must be '' or a directory built by `hybrid-jax data build` (no {MANIFEST})",
            d.corpus)
+
+
+def data_fingerprint(d) -> str | None:
+  """sha256 (12 hex digits) of the files the data depend on beyond the config: the
+  sentencepiece model and the corpus manifest (its sources and per-split document and
+  character counts). Stored
+  in ``derived``, so a resumed run whose tokenizer was retrained or corpus rebuilt is
+  refused like any other config change instead of silently training on other batches."""
+  import hashlib
+
+  from hybrid_jax.data.corpus import MANIFEST
+  from hybrid_jax.data.tokenizer import BYTE, SENTENCEPIECE_FILE
+  files = []
+  if d.tokenizer != BYTE:
+    path = Path(d.tokenizer)
+    files.append(path / SENTENCEPIECE_FILE if path.is_dir() else path)
+  if d.name == "mix" and d.corpus:
+    files.append(Path(d.corpus) / MANIFEST)
+  if not files:
+    return None
+  h = hashlib.sha256()
+  for f in files:
+    h.update(f.read_bytes())
+  return h.hexdigest()[:12]

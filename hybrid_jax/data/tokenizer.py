@@ -84,7 +84,7 @@ def train_sentencepiece(texts, out_dir: str | os.PathLike, *, vocab_size: int = 
   import io
 
   import sentencepiece as spm
-  from hybrid_jax.data.io import atomic_write_bytes
+  from hybrid_jax.train.rundir import atomic_write_bytes
 
   def lines():
     n = 0

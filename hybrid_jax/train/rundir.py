@@ -20,13 +20,21 @@ class RunDirBusy(RunDirError):
   """Another process holds the run's lock (a launcher retries such a run later)."""
 
 
-def atomic_write_text(path: Path, text: str):
+def atomic_write_bytes(path, data: bytes):
+  """Write a temp file beside ``path``, fsync it, rename it over ``path``: a reader (or a
+  crash) sees the old file or the new one, never half of one."""
+  path = Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-  with open(tmp, "w") as f:
-    f.write(text)
+  with open(tmp, "wb") as f:
+    f.write(data)
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
+
+
+def atomic_write_text(path, text: str):
+  atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def config_diff(old: dict, new: dict, prefix="") -> list[str]:
