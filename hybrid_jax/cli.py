@@ -77,7 +77,7 @@ def cmd_train(argv):
   from hybrid_jax.eval.checkpoints import EvalInputError
   try:
     status = train(config, workdir)
-  except (RunDirError, EvalInputError) as e:
+  except (RunDirError, EvalInputError, ConfigError) as e:
     _die(str(e))
   except Preempted as e:
     print(f"hybrid-jax: {e}", file=sys.stderr)

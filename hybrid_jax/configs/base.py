@@ -70,6 +70,10 @@ def base_config() -> ml_collections.ConfigDict:
   t.grad_clip = 1.0
   t.log_every = 10
 
+  c.mesh = h = ml_collections.ConfigDict()
+  h.data = -1                    # devices on the data-parallel axis (-1: all the rest)
+  h.fsdp = 1                     # devices over which parameters and optimizer state are split
+
   c.checkpoint = k = ml_collections.ConfigDict()
   k.every = 100                  # latest checkpoint cadence (bounds the work a crash loses)
   k.log_per_octave = 2           # kept log-spaced checkpoints per doubling of steps

@@ -201,6 +201,10 @@ def resolve(cfg) -> ml_collections.ConfigDict:
   _check_data(out.data, m.vocab_size)
   _check_train(out.train)
   _check_checkpoint(out.checkpoint)
+  for field in ("data", "fsdp"):
+    v = out.mesh[field]
+    if not isinstance(v, int) or isinstance(v, bool) or not (v == -1 or v >= 1):
+      _fail(f"mesh.{field}", "must be -1 (all remaining devices) or an integer >= 1", v)
   _check_eval(out.eval)
   if out.data.seed is None:
     out.data.seed = out.train.seed

@@ -14,6 +14,7 @@ from tqdm import tqdm
 from hybrid_jax.configs import resolve
 from hybrid_jax.data import make_source
 from hybrid_jax.model import build_model
+from hybrid_jax.train import sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.optim import make_optimizer
 from hybrid_jax.train.rundir import RunDir, RunDirError
@@ -44,9 +45,10 @@ class _StopFlag:
       signal.signal(s, h)
 
 
-def init_state(cfg):
+def init_state(cfg, mesh=None):
   """(graphdef, rest, state, tx, schedule); state = {params, opt_state} is the pure pytree
-  that is checkpointed. Initialisation runs as one compiled program, not op by op."""
+  that is checkpointed. Initialisation runs as one compiled program, not op by op; with a
+  ``mesh`` every array is created directly in its sharding (no device holds the whole)."""
   tx, schedule = make_optimizer(cfg.train, cfg.derived.steps)
 
   def init():
@@ -55,7 +57,12 @@ def init_state(cfg):
     return dict(params=params, opt_state=tx.init(params)), rest
 
   graphdef = nnx.split(nnx.eval_shape(lambda: build_model(cfg.model, cfg.train.seed)))[0]
-  state, rest = jax.jit(init)()
+  out_shardings = None
+  if mesh is not None:
+    abstract_state, abstract_rest = jax.eval_shape(init)
+    out_shardings = (sharding.state_shardings(mesh, abstract_state),
+                     jax.tree.map(lambda _: sharding.replicated(mesh), abstract_rest))
+  state, rest = jax.jit(init, out_shardings=out_shardings)()
   return graphdef, rest, state, tx, schedule
 
 
@@ -65,6 +72,7 @@ def train(cfg, workdir, *, progress: bool | None = None) -> dict:
   if cfg.eval.every:                       # bad eval settings too (EvalInputError, one line)
     from hybrid_jax.eval.evaluate import check_settings
     check_settings(cfg)
+  sharding.check_mesh(cfg)                 # MeshError (a ConfigError): before anything is written
   config = json.loads(cfg.to_json())
   run = RunDir(workdir)
   run.lock()
@@ -78,12 +86,15 @@ def train(cfg, workdir, *, progress: bool | None = None) -> dict:
 def _train_locked(cfg, run, progress) -> dict:
   total = cfg.derived.steps
 
-  graphdef, rest, state, tx, schedule = init_state(cfg)
+  mesh = sharding.make_mesh(cfg.mesh)
+  graphdef, rest, state, tx, schedule = init_state(cfg, mesh)
+  state_shardings = sharding.state_shardings(mesh, state)
   ckpt = Checkpointer(run.checkpoint_dir.absolute(), cfg.checkpoint, total)
   start = ckpt.latest_step() or 0
   if start:
-    try:
-      state = ckpt.restore(start, jax.eval_shape(lambda: state))
+    try:   # onto this run's mesh, whatever mesh saved it
+      state = ckpt.restore(start, jax.tree.map(
+          lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, state_shardings))
     except Exception as e:  # a corrupt or foreign checkpoint: say so, touch nothing
       raise RunDirError(f"cannot restore checkpoint {start} in {run.checkpoint_dir}: "
                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
@@ -107,7 +118,8 @@ def _train_locked(cfg, run, progress) -> dict:
   from tensorboardX import SummaryWriter
   writer = SummaryWriter(str(run.tensorboard_dir), purge_step=start + 1 if start else None)
   source = make_source(cfg)
-  train_step = make_train_step(graphdef, rest, tx)
+  train_step = make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings)
+  rows = sharding.process_rows(cfg.train.batch_size)
   tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
   step = start
   bar = tqdm(total=total, initial=start, unit="step", disable=None if progress is None else not progress,
@@ -116,7 +128,7 @@ def _train_locked(cfg, run, progress) -> dict:
     with _StopFlag() as stop:
       t_last, step_last = time.perf_counter(), start
       while step < total:
-        batch = source.batch(step)
+        batch = sharding.global_batch(mesh, source.batch(step, rows=rows))
         state, metrics = train_step(state, batch)
         step += 1
         if step % cfg.train.log_every == 0 or step == total:

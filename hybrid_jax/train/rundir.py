@@ -37,9 +37,16 @@ def atomic_write_text(path, text: str):
   atomic_write_bytes(path, text.encode("utf-8"))
 
 
+# Sections that say how a run is executed, not what it computes: a run may resume with
+# other values (e.g. on another mesh: checkpoints restore onto any mesh).
+EXECUTION_SECTIONS = ("mesh",)
+
+
 def config_diff(old: dict, new: dict, prefix="") -> list[str]:
   out = []
   for key in sorted(set(old) | set(new)):
+    if not prefix and key in EXECUTION_SECTIONS:
+      continue
     a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
     if isinstance(a, dict) and isinstance(b, dict):
       out += config_diff(a, b, f"{prefix}{key}.")

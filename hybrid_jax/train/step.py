@@ -20,13 +20,14 @@ def lm_loss(logits_BxTxV, targets_BxT, answer_mask_BxT):
   return loss, dict(loss=loss, answer_loss=answer_loss, answer_acc=answer_acc)
 
 
-def make_train_step(graphdef, rest, tx):
+def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None):
+  """The jitted step; with a ``mesh``, the state keeps ``state_shardings`` (FSDP) and the
+  batch arrives split over the batch axes."""
   def loss_fn(params, batch):
     model = nnx.merge(graphdef, params, rest)
     logits = model(batch["inputs"])
     return lm_loss(logits, batch["targets"], batch["answer_mask"])
 
-  @jax.jit
   def train_step(state, batch):
     grads, metrics = jax.grad(loss_fn, has_aux=True)(state["params"], batch)
     updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
@@ -34,4 +35,8 @@ def make_train_step(graphdef, rest, tx):
     metrics["grad_norm"] = optax.tree.norm(grads)
     return dict(params=params, opt_state=opt_state), metrics
 
-  return train_step
+  if mesh is None:
+    return jax.jit(train_step)
+  from hybrid_jax.train import sharding
+  return jax.jit(train_step, in_shardings=(state_shardings, sharding.batch_sharding(mesh)),
+                 out_shardings=(state_shardings, sharding.replicated(mesh)))

@@ -1,0 +1,94 @@
+"""Mesh sharding on forced host devices: data parallel and FSDP give the 1-device losses,
+parameters really are split, and checkpoints restore onto other meshes and device counts.
+
+Each configuration runs in its own process, since the device count is fixed when JAX starts.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+STEPS = 20
+
+PROBE = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    import jax
+    from conftest import tiny_config
+    from hybrid_jax.configs import resolve
+    from hybrid_jax.train import sharding
+    from hybrid_jax.train.loop import init_state, train
+    from hybrid_jax.train.rundir import RunDir
+    c = tiny_config(steps={steps})
+    c.model.d_model, c.model.n_heads, c.model.n_kv_heads = 64, 4, 2
+    c.train.batch_size = 8
+    c.train.log_every = 1
+    c.checkpoint.every = 10
+    c.mesh.data, c.mesh.fsdp = {data}, {fsdp}
+    cfg = resolve(c)
+    mesh = sharding.make_mesh(cfg.mesh)
+    _, _, state, _, _ = init_state(cfg, mesh)
+    kernel = state["params"]["blocks"][0]["mlp"]["up"]["kernel"].value
+    mu = jax.tree.leaves(state["opt_state"])[1]
+    train(c, {workdir!r}, progress=False)
+    print(json.dumps(dict(
+        devices=jax.device_count(),
+        losses=[r["loss"] for r in RunDir({workdir!r}).read_metrics()],
+        kernel_shape=list(kernel.shape),
+        kernel_shard=list(kernel.addressable_shards[0].data.shape),
+        kernel_spec=str(kernel.sharding.spec),
+        mu_shard=list(mu.addressable_shards[0].data.shape), mu_shape=list(mu.shape))))
+    """)
+
+
+def probe(workdir, data=-1, fsdp=1, devices=8):
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  code = PROBE.format(tests=os.path.dirname(__file__), steps=STEPS, data=data, fsdp=fsdp,
+                      workdir=str(workdir))
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                     timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+  return probe(tmp_path_factory.mktemp("ref") / "run", devices=1)
+
+
+@pytest.mark.parametrize("data,fsdp", [(8, 1), (1, 8), (2, 4)])
+def test_meshes_match_one_device_and_shard_the_parameters(tmp_path, reference, data, fsdp):
+  out = probe(tmp_path / "run", data, fsdp)
+  assert out["devices"] == 8 and len(out["losses"]) == STEPS
+  np.testing.assert_allclose(out["losses"], reference["losses"], rtol=2e-4)
+  rows, cols = out["kernel_shape"]
+  if fsdp == 1:
+    assert out["kernel_shard"] == out["kernel_shape"]             # replicated (pure DP)
+  else:
+    assert "fsdp" in out["kernel_spec"]
+    assert out["kernel_shard"][0] * out["kernel_shard"][1] * fsdp == rows * cols
+    assert np.prod(out["mu_shard"]) * fsdp == np.prod(out["mu_shape"])   # optimizer state too
+
+
+def test_checkpoint_saved_on_one_mesh_resumes_on_others(tmp_path, reference):
+  unbroken = probe(tmp_path / "saved", 2, 4)
+  ckpts = tmp_path / "saved" / "checkpoints"
+  for p in ckpts.iterdir():            # forget everything after step 11: resume from there
+    if p.name.isdigit() and int(p.name) > 11:
+      shutil.rmtree(p)
+  (tmp_path / "saved" / "status.json").unlink()
+  assert max(int(p.name) for p in ckpts.iterdir() if p.name.isdigit()) == 11
+  for name, (data, fsdp, devices) in {"one": (1, 1, 1), "other": (4, 2, 8)}.items():
+    shutil.copytree(tmp_path / "saved", tmp_path / name)
+    out = probe(tmp_path / name, data, fsdp, devices)
+    assert len(out["losses"]) == STEPS
+    np.testing.assert_allclose(out["losses"][:11], unbroken["losses"][:11], rtol=0)   # kept
+    np.testing.assert_allclose(out["losses"], unbroken["losses"], rtol=2e-4)
+    np.testing.assert_allclose(out["losses"], reference["losses"], rtol=2e-4)
