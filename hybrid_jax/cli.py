@@ -32,9 +32,7 @@ def parse_train_flags(argv: list[str]):
   from absl import flags
   from ml_collections import config_flags
 
-  unset = [a.split("=", 1)[0][len("--config."):] for a in argv
-           if a.startswith("--config.") and a.split("=", 1)[-1] in ("None", "none")]
-  argv = [a for a in argv if not (a.startswith("--config.") and a.split("=", 1)[-1] in ("None", "none"))]
+  argv, unset = _unset_overrides(argv)
   full_argv = ["hybrid-jax train"] + argv
   fv = flags.FlagValues()
   try:
@@ -43,6 +41,12 @@ def parse_train_flags(argv: list[str]):
                                     sys_argv=full_argv)
     flags.DEFINE_string("workdir", None, "run directory (created; resumed if it exists)",
                         flag_values=fv)
+    flags.DEFINE_string("coordinator", None, "multi-process job: HOST:PORT of process 0",
+                        flag_values=fv)
+    flags.DEFINE_integer("num_processes", None, "multi-process job: number of processes",
+                         flag_values=fv)
+    flags.DEFINE_integer("process_id", None, "multi-process job: this process's index",
+                         flag_values=fv)
     fv(full_argv)
     config = fv.config
     config.keys()  # a config file that failed to load raises only when first used
@@ -62,6 +66,12 @@ def parse_train_flags(argv: list[str]):
     _die(f"cannot load config: {_one_line(e.__cause__ or e)}")
   if not fv.workdir:
     _die("--workdir is required")
+  if fv.coordinator is not None:    # handed to hybrid_jax.train.distributed through its variables
+    if fv.num_processes is None or fv.process_id is None or not 0 <= fv.process_id < fv.num_processes:
+      _die("--coordinator needs --num_processes N and --process_id I with 0 <= I < N")
+    import os
+    from hybrid_jax.train.distributed import ENV
+    os.environ.update(dict(zip(ENV, (fv.coordinator, str(fv.num_processes), str(fv.process_id)))))
   return config, fv.workdir
 
 

@@ -92,3 +92,49 @@ def test_checkpoint_saved_on_one_mesh_resumes_on_others(tmp_path, reference):
     np.testing.assert_allclose(out["losses"][:11], unbroken["losses"][:11], rtol=0)   # kept
     np.testing.assert_allclose(out["losses"], unbroken["losses"], rtol=2e-4)
     np.testing.assert_allclose(out["losses"], reference["losses"], rtol=2e-4)
+
+
+MULTI = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    from hybrid_jax.train import distributed
+    distributed.initialize()            # before anything starts a JAX backend
+    import jax
+    from conftest import tiny_config
+    from hybrid_jax.train.loop import train
+    c = tiny_config(steps={steps})
+    c.model.d_model, c.model.n_heads, c.model.n_kv_heads = 64, 4, 2
+    c.train.batch_size = 8
+    c.train.log_every = 1
+    c.checkpoint.every = 10
+    status = train(c, {workdir!r}, progress=False)
+    print(json.dumps(dict(process=jax.process_index(), processes=jax.process_count(),
+                          devices=jax.device_count(), state=status["state"])))
+    """)
+
+
+def test_two_processes_train_the_run_one_process_trains(tmp_path, reference):
+  import socket
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  workdir = tmp_path / "run"
+  code = MULTI.format(tests=os.path.dirname(__file__), steps=STEPS, workdir=str(workdir))
+  procs = []
+  for i in range(2):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", HYBRID_JAX_COORDINATOR=f"127.0.0.1:{port}",
+               HYBRID_JAX_NUM_PROCESSES="2", HYBRID_JAX_PROCESS_ID=str(i))
+    env.pop("XLA_FLAGS", None)
+    procs.append(subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env))
+  outs = [p.communicate(timeout=600) for p in procs]
+  for p, (out, err) in zip(procs, outs):
+    assert p.returncode == 0, err[-3000:]
+  infos = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+  assert [i["process"] for i in infos] == [0, 1]
+  assert all(i["processes"] == 2 and i["devices"] == 2 and i["state"] == "done" for i in infos), infos
+  from hybrid_jax.train.rundir import RunDir
+  losses = [r["loss"] for r in RunDir(workdir).read_metrics()]   # written by process 0 only
+  assert len(losses) == STEPS
+  np.testing.assert_allclose(losses, reference["losses"], rtol=2e-4)
+  assert max(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()) == STEPS

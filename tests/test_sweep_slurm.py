@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import time
 
+import numpy as np
 import pytest
 
 from test_sweep import cli, losses, write_sweep
@@ -80,3 +81,25 @@ def test_slurm_sweep_with_scancel_and_resubmit(tmp_path):
   assert new_job != job0
   err = "".join(p.read_text() for p in (root / ".slurm" / new_job).glob("*.err"))
   assert "resuming" in err and "from step 0/" not in err, err[-2000:]
+
+
+def test_one_run_over_two_slurm_tasks_joins_one_jax_job(tmp_path):
+  """``--slurm tasks_per_node=2``: both tasks of the job join one jax.distributed job (JAX
+  reads the Slurm variables), split each batch, and train the losses one process trains."""
+  sweep = write_sweep(tmp_path, """
+      def get_sweep():
+        return Sweep(base=tiny(), grid=axis("train.seed", [0]))
+      """, steps=12)
+  reference = tmp_path / "reference"
+  assert cli("sweep", "submit", str(sweep), "--root", str(reference)).returncode == 0
+  root = tmp_path / "root"
+  r = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm",
+          "--slurm", "tasks_per_node=2", "--slurm", "cpus_per_task=1", "--wait")
+  assert r.returncode == 0, r.stdout + r.stderr
+  run = root / "seed=0"
+  assert json.loads((run / "status.json").read_text())["state"] == "done"
+  logs = {p.name: p.read_text() for p in (root / ".slurm" / job_id(run)).glob("*_log.out")}
+  assert len(logs) == 2 and all("connected to 1 peer" in text for text in logs.values()), logs
+  ref, got = losses(reference / "seed=0"), losses(run)
+  assert [s for s, _ in got] == [s for s, _ in ref]
+  np.testing.assert_allclose([l for _, l in got], [l for _, l in ref], rtol=2e-4)

@@ -11,16 +11,26 @@ import jax
 from flax import nnx
 from tqdm import tqdm
 
-from hybrid_jax.configs import resolve
+from hybrid_jax.configs import ConfigError, resolve
 from hybrid_jax.data import make_source
 from hybrid_jax.model import build_model
-from hybrid_jax.train import sharding
+from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.optim import make_optimizer
 from hybrid_jax.train.rundir import RunDir, RunDirError
 from hybrid_jax.train.step import make_train_step
 
 PREEMPTED_EXIT_CODE = 143
+
+
+class _NoWriter:
+  """The TensorBoard writer of processes other than process 0."""
+
+  def add_scalar(self, *args, **kwargs):
+    pass
+
+  def close(self):
+    pass
 
 
 class Preempted(Exception):
@@ -72,9 +82,13 @@ def train(cfg, workdir, *, progress: bool | None = None) -> dict:
   if cfg.eval.every:                       # bad eval settings too (EvalInputError, one line)
     from hybrid_jax.eval.evaluate import check_settings
     check_settings(cfg)
+  distributed.initialize()                 # before JAX starts a backend (multi-host jobs)
+  if cfg.eval.every and jax.process_count() > 1:
+    raise ConfigError("config.eval.every: evaluation during multi-process training is not "
+                      "supported; evaluate the checkpoints afterwards with hybrid-jax eval")
   sharding.check_mesh(cfg)                 # MeshError (a ConfigError): before anything is written
   config = json.loads(cfg.to_json())
-  run = RunDir(workdir)
+  run = RunDir(workdir, writer=distributed.is_primary())
   run.lock()
   try:
     run.check_or_write_config(config)
@@ -115,15 +129,18 @@ def _train_locked(cfg, run, progress) -> dict:
   if start:
     print(f"hybrid-jax: resuming {run.path} from step {start}/{total}", file=sys.stderr, flush=True)
 
-  from tensorboardX import SummaryWriter
-  writer = SummaryWriter(str(run.tensorboard_dir), purge_step=start + 1 if start else None)
+  if run.writer:
+    from tensorboardX import SummaryWriter
+    writer = SummaryWriter(str(run.tensorboard_dir), purge_step=start + 1 if start else None)
+  else:
+    writer = _NoWriter()
   source = make_source(cfg)
   train_step = make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings)
   rows = sharding.process_rows(cfg.train.batch_size)
   tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
   step = start
-  bar = tqdm(total=total, initial=start, unit="step", disable=None if progress is None else not progress,
-             dynamic_ncols=True, file=sys.stderr)
+  bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, file=sys.stderr,
+             disable=not run.writer or (None if progress is None else not progress))
   try:
     with _StopFlag() as stop:
       t_last, step_last = time.perf_counter(), start
@@ -149,7 +166,7 @@ def _train_locked(cfg, run, progress) -> dict:
           bar.set_postfix(tokens=f"{record['tokens']:.3g}", loss=f"{record['loss']:.3f}",
                           tok_s=f"{tps:.3g}")
         bar.update(1)
-        if stop.signum is not None:
+        if distributed.any_process(stop.signum is not None):
           ckpt.save(step, state, force=True)
           run.write_status("preempted", step, total, f"stopped by signal {stop.signum}")
           raise Preempted(f"preempted at step {step}/{total}; rerun the same command to resume")
@@ -168,7 +185,8 @@ def _train_locked(cfg, run, progress) -> dict:
     writer.close()
     ckpt.close()
   run.write_status("done", step, total)
-  from hybrid_jax.plot.curves import write_training_curves
-  write_training_curves(run)
-  return run.read_status()
+  if run.writer:
+    from hybrid_jax.plot.curves import write_training_curves
+    write_training_curves(run)
+  return run.read_status() if run.writer else dict(state="done", step=step, total_steps=total)
 

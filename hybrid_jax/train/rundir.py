@@ -56,7 +56,10 @@ def config_diff(old: dict, new: dict, prefix="") -> list[str]:
 
 
 class RunDir:
-  def __init__(self, workdir):
+  def __init__(self, workdir, writer: bool = True):
+    """``writer=False``: a process of a multi-process job other than process 0; it reads
+    the run's files but writes none (process 0 writes them) and takes no lock."""
+    self.writer = writer
     self.path = Path(workdir)
     self.config_path = self.path / "config.json"
     self.status_path = self.path / "status.json"
@@ -69,6 +72,8 @@ class RunDir:
 
   def lock(self):
     """Hold an exclusive lock for this process's lifetime: one trainer per run, ever."""
+    if not self.writer:
+      return
     self.path.mkdir(parents=True, exist_ok=True)
     self._lock_file = open(self.path / ".lock", "w")
     try:
@@ -95,7 +100,7 @@ class RunDir:
       if diff:
         raise RunDirError(f"{self.path} holds a run with another config ({'; '.join(diff[:5])}"
                           f"{'; ...' if len(diff) > 5 else ''}); use a new --workdir")
-    else:
+    elif self.writer:
       atomic_write_text(self.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
 
   def read_status(self) -> dict | None:
@@ -105,6 +110,8 @@ class RunDir:
       return None
 
   def write_status(self, state: str, step: int, total_steps: int, error: str | None = None):
+    if not self.writer:
+      return
     assert state in STATES, state
     status = dict(state=state, step=step, total_steps=total_steps, error=error,
                   updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
@@ -123,11 +130,15 @@ class RunDir:
     return records
 
   def truncate_metrics(self, last_step: int):
+    if not self.writer:
+      return
     """Drop records past the restored checkpoint: they will be logged again, identically."""
     records = [r for r in self.read_metrics() if r["step"] <= last_step]
     atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
 
   def append_metrics(self, record: dict):
+    if not self.writer:
+      return
     with open(self.metrics_path, "a") as f:
       f.write(json.dumps(record) + "\n")
 
