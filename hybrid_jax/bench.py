@@ -101,16 +101,19 @@ def bench_recurrent(lengths, tokens, heads, dim, chunk, reps):
   return rows
 
 
-def median_step_seconds(cfg, steps: int) -> float:
+def median_step_seconds(cfg, steps: int, mesh=None) -> float:
   """Median wall time of ``steps`` train steps of a resolved config after one compile step
-  (the median is robust to the noise of a shared machine)."""
+  (the median is robust to the noise of a shared machine); sharded over ``mesh`` if given."""
   from hybrid_jax.data import make_source
+  from hybrid_jax.train import sharding
   from hybrid_jax.train.loop import init_state
   from hybrid_jax.train.step import make_train_step
-  graphdef, rest, state, tx, _ = init_state(cfg)
-  step_fn = make_train_step(graphdef, rest, tx)
+  graphdef, rest, state, tx, _ = init_state(cfg, mesh)
+  shardings = sharding.state_shardings(mesh, state) if mesh is not None else None
+  step_fn = make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=shardings)
   source = make_source(cfg)
-  batches = [jax.device_put(source.batch(s)) for s in range(steps + 1)]
+  put = (lambda b: sharding.global_batch(mesh, b)) if mesh is not None else jax.device_put
+  batches = [put(source.batch(s)) for s in range(steps + 1)]
   state, m = step_fn(state, batches[0])
   jax.block_until_ready(m)
   times = []

@@ -181,9 +181,10 @@ def cmd_data(argv):
 
 
 def cmd_bench(argv):
-  """``bench [flags]``: kernels and training; ``bench data ...``, ``bench eval ...``: theirs."""
+  """``bench [flags]``: kernels and training; ``bench data``, ``bench eval``, ``bench mesh``."""
   import importlib
-  subs = {"data": "hybrid_jax.data.bench", "eval": "hybrid_jax.eval.bench"}
+  subs = {"data": "hybrid_jax.data.bench", "eval": "hybrid_jax.eval.bench",
+          "mesh": "hybrid_jax.mesh_bench"}
   if argv and argv[0] in subs:
     try:
       module = importlib.import_module(subs[argv[0]])

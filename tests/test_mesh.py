@@ -138,3 +138,12 @@ def test_two_processes_train_the_run_one_process_trains(tmp_path, reference):
   assert len(losses) == STEPS
   np.testing.assert_allclose(losses, reference["losses"], rtol=2e-4)
   assert max(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit()) == STEPS
+
+
+def test_bench_mesh_reports_fsdp_splitting_the_parameter_bytes():
+  from hybrid_jax import mesh_bench
+  one, fsdp8 = mesh_bench.run(1, 1, 1, steps=1), mesh_bench.run(8, 1, 8, steps=1)
+  assert fsdp8["devices"] == 8 and fsdp8["step_s"] > 0
+  ratio = fsdp8["param_bytes_per_device"] / one["param_bytes_per_device"]
+  assert 1 / 8 <= ratio < 0.2, ratio       # ~1/8: only small norm scales stay replicated
+  assert fsdp8["state_bytes_per_device"] < 0.2 * one["state_bytes_per_device"]

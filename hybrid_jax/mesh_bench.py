@@ -1,0 +1,58 @@
+"""``hybrid-jax bench mesh``: step time and bytes per device of the toy model on 1 device and
+on 8 forced host devices under several meshes (each in its own process: the device count
+is fixed when JAX starts). On one CPU the forced devices share the same cores, so step
+times show the cost of the collectives, not a speed-up; the bytes per device show FSDP
+splitting parameters and optimizer state ~1/fsdp."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+PROBE = """
+import json, time
+import jax, numpy as np
+from hybrid_jax.bench import median_step_seconds
+from hybrid_jax.configs import resolve
+from hybrid_jax.configs.default import get_config
+from hybrid_jax.train import sharding
+from hybrid_jax.train.loop import init_state
+c = get_config()
+c.mesh.data, c.mesh.fsdp = {data}, {fsdp}
+cfg = resolve(c)
+mesh = sharding.make_mesh(cfg.mesh)
+_, _, state, _, _ = init_state(cfg, mesh)
+dev0 = jax.devices()[0]
+def bytes_on_dev0(tree):
+  return int(sum(s.data.nbytes for x in jax.tree.leaves(tree) for s in x.addressable_shards
+                 if s.device == dev0))
+params_b, state_b = bytes_on_dev0(state["params"]), bytes_on_dev0(state)
+del state
+step_s = median_step_seconds(cfg, {steps}, mesh=mesh)
+print(json.dumps(dict(devices=jax.device_count(), mesh=[{data}, {fsdp}], step_s=step_s,
+                      param_bytes_per_device=params_b, state_bytes_per_device=state_b)))
+"""
+
+
+def run(devices, data, fsdp, steps):
+  env = dict(os.environ, JAX_PLATFORMS="cpu",
+             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+  r = subprocess.run([sys.executable, "-c", PROBE.format(data=data, fsdp=fsdp, steps=steps)],
+                     capture_output=True, text=True, env=env)
+  if r.returncode:
+    raise SystemExit(f"hybrid-jax bench mesh: error: {r.stderr.strip().splitlines()[-1]}")
+  return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(prog="hybrid-jax bench mesh", description=__doc__.splitlines()[0])
+  p.add_argument("--steps", type=int, default=5)
+  a = p.parse_args(argv)
+  rows = [run(1, 1, 1, a.steps)] + [run(8, d, f, a.steps) for d, f in ((8, 1), (2, 4), (1, 8))]
+  base = rows[0]
+  for row in rows:
+    row["step_time_vs_1_device"] = row["step_s"] / base["step_s"]
+    row["param_bytes_vs_1_device"] = row["param_bytes_per_device"] / base["param_bytes_per_device"]
+    print(json.dumps(row), flush=True)
+  return rows
