@@ -133,6 +133,11 @@ def test_local_sweep_runs_all_skips_done_and_reports_failures(tmp_path):
   assert len(rows) == 2 * 6 + len(losses(root / "lr=1e+12"))   # logged every 2 of 12 steps
 
 
+def latest_checkpoint(run_dir) -> int:
+  ck = Path(run_dir) / "checkpoints"
+  return max([int(p.name) for p in ck.iterdir() if p.name.isdigit()] or [0]) if ck.exists() else 0
+
+
 def test_kill_launcher_then_resubmit_equals_uninterrupted(tmp_path):
   sweep = write_sweep(tmp_path, """
       def get_sweep():
@@ -146,8 +151,7 @@ def test_kill_launcher_then_resubmit_equals_uninterrupted(tmp_path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   deadline = time.time() + 300
   while time.time() < deadline:   # kill once both runs have a checkpoint past step 4
-    steps = [max([int(p.name) for p in (root / n / "checkpoints").iterdir() if p.name.isdigit()] or [0])
-             if (root / n / "checkpoints").exists() else 0 for n in ("seed=0", "seed=1")]
+    steps = [latest_checkpoint(root / n) for n in ("seed=0", "seed=1")]
     if min(steps) >= 8:
       break
     time.sleep(0.2)

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from test_sweep import cli, losses, write_sweep
+from test_sweep import cli, latest_checkpoint, losses, write_sweep
 
 
 def slurm_available() -> bool:
@@ -62,10 +62,7 @@ def test_slurm_sweep_with_scancel_and_resubmit(tmp_path):
   run0 = root / "seed=0"
   job0 = job_id(run0)
 
-  def has_checkpoint():
-    ck = run0 / "checkpoints"
-    return ck.exists() and max([int(p.name) for p in ck.iterdir() if p.name.isdigit()] or [0]) >= 8
-  assert wait_for(has_checkpoint), "the job never checkpointed"
+  assert wait_for(lambda: latest_checkpoint(run0) >= 8), "the job never checkpointed"
   subprocess.run(["scancel", job0], check=True)
   assert wait_for(lambda: not queued(job0)) and wait_for(lambda: not queued(job_id(root / "seed=1")))
   status0 = json.loads((run0 / "status.json").read_text())
