@@ -47,12 +47,15 @@ change morning reason research girl guy moment air teacher force education
 """.split())
 
 
+_WORDS = np.array(_FUNCTION + _CONTENT)
+_PROBS = np.concatenate([np.full(len(_FUNCTION), 3.0), 1.0 / np.arange(1, len(_CONTENT) + 1) ** 0.8])
+_PROBS /= _PROBS.sum()
+
+
 def generated_sentences(rng: np.random.Generator, n_chars: int) -> list[str]:
   """At least ``n_chars`` characters of English-like prose, one sentence (with a leading space)
   per unit: a Zipf mix of function and content words, so there is local structure to model."""
-  words = np.array(_FUNCTION + _CONTENT)
-  probs = np.concatenate([np.full(len(_FUNCTION), 3.0), 1.0 / np.arange(1, len(_CONTENT) + 1) ** 0.8])
-  probs /= probs.sum()
+  words, probs = _WORDS, _PROBS      # built once: this is on the mix's hot path
   out, total = [], 0
   while total < n_chars:
     n_sent = max(4, (n_chars - total) // 60 + 1)
