@@ -24,12 +24,28 @@ def test_show_prints_a_mix_row_with_its_answers_marked(capsys):
   assert body.count("[[") == 4 == body.count("]]")   # at most seq_len/28 pairs
 
 
+def test_show_mix_shows_the_row_kind_training_sees(capsys):
+  """Which rows are long depends on the batch size: show must use the run's."""
+  from hybrid_jax.configs import resolve
+  from hybrid_jax.data.mix import TrainingMix
+  from conftest import tiny_config
+  c = tiny_config()
+  c.data.name, c.data.seq_len, c.data.n_pairs, c.train.batch_size = "mix", 128, 2, 8
+  src = TrainingMix(resolve(c).data, batch_size=8)
+  for step, row in ((3, 5), (7, 2)):
+    assert main(["show", "mix", "--seq-len", "128", "--step", str(step), "--row", str(row),
+                 "--batch-size", "8", "--seed", "0", "--n-pairs", "2"]) == 0
+    kind = "long" if src.is_long(step, row) else "short"
+    assert capsys.readouterr().out.startswith(f"# mix row {row} of step {step}: {kind}")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["show", "niah_nonsense"], "show: unknown 'niah_nonsense'"),
     (["show", "mqar", "--length", "5"], "length: 5 is below the minimum"),
     (["show", "mqar", "--depth", "2"], "depth: must be in [0, 1]"),
     (["show", "corpus"], "show corpus: --data is required"),
     (["show", "mix", "--seq-len", "128", "--n-pairs", "5"], "--n-pairs: must be in [0, seq_len/28 = 4]"),
+    (["show", "mix", "--row", "8", "--batch-size", "8"], "--row: must be in [0, --batch-size=8)"),
     (["show", "corpus", "--data", "/nonexistent/dir"], "not a built corpus"),
     (["build", "--out", "x"], "the following arguments are required: --source"),
     (["build", "--source", "/nonexistent/dir", "--out", "x"], "not a directory"),

@@ -5,7 +5,7 @@
   hybrid-jax data build --source tfds:pg19 --out data/pg19          (needs its download)
   hybrid-jax data tokenizer --data data/pydocs --vocab-size 4096    (data/pydocs/tokenizer.model)
   hybrid-jax data show niah_single_prose --length 512 --depth 0.5 --data data/pydocs
-  hybrid-jax data show mix --seq-len 256 --step 0 --row 0
+  hybrid-jax data show mix --seq-len 256 --step 0 --row 0 --batch-size 8
   hybrid-jax data show corpus --data data/pydocs --split validation --index 3
 
 Every error is one line, found before anything is written; nothing existing is overwritten.
@@ -56,6 +56,8 @@ def _parser():
   s.add_argument("--seq-len", type=int, default=256, help="mix: row length")
   s.add_argument("--step", type=int, default=0)
   s.add_argument("--row", type=int, default=0)
+  s.add_argument("--batch-size", type=int, default=8,
+                 help="mix: the run's train.batch_size (which rows are long depends on it)")
   s.add_argument("--long-fraction", type=float, default=0.5)
   s.add_argument("--n-pairs", type=int, default=None, help="mix: pairs per long row "
                  "(default: data.n_pairs, at most seq_len/28)")
@@ -136,7 +138,9 @@ def _show_mix(args, tokenizer):
   d.n_pairs = min(d.n_pairs, max_pairs(args.seq_len)) if args.n_pairs is None else args.n_pairs
   if not 0 <= d.n_pairs <= max_pairs(args.seq_len):
     _die(f"--n-pairs: must be in [0, seq_len/28 = {max_pairs(args.seq_len)}] (got {d.n_pairs})")
-  src = TrainingMix(d, batch_size=args.row + 1, tokenizer=tokenizer)
+  if not 0 <= args.row < args.batch_size:
+    _die(f"--row: must be in [0, --batch-size={args.batch_size}) (got {args.row})")
+  src = TrainingMix(d, batch_size=args.batch_size, tokenizer=tokenizer)
   tokens, answer, distances = src.row(args.step, args.row)
   kind = "long" if src.is_long(args.step, args.row) else "short"
   print(f"# mix row {args.row} of step {args.step}: {kind}, {len(tokens)} tokens (inputs and the "
