@@ -72,7 +72,12 @@ class RunModels:
     self.cfg = resolve(cfg if cfg is not None else load_run_config(workdir))
     self.steps = checkpoint_steps(workdir)
     self.graphdef, self.rest, state, _, _ = init_state(self.cfg)
-    self._abstract = jax.eval_shape(lambda: state)
+    # Params only: the optimizer moments (2x the params) are neither read nor kept.
+    self._abstract = jax.eval_shape(lambda: state["params"])
+    # ... into this process's devices, whatever mesh the run was trained on.
+    self._restore_args = jax.tree.map(
+        lambda x: ocp.ArrayRestoreArgs(dtype=x.dtype, sharding=x.sharding), state["params"])
+    del state
     absl_logger = logging.getLogger("absl")   # read-only mode is what we want: no warnings
     level = absl_logger.level
     absl_logger.setLevel(logging.ERROR)
@@ -88,7 +93,9 @@ class RunModels:
       raise EvalInputError(f"{self.run.checkpoint_dir} has no checkpoint {step} "
                            f"(it has {', '.join(map(str, self.steps))})")
     try:
-      state = self._manager.restore(step, args=ocp.args.StandardRestore(self._abstract))
+      state = self._manager.restore(step, args=ocp.args.PyTreeRestore(
+          item=dict(params=self._abstract), restore_args=dict(params=self._restore_args),
+          partial_restore=True))
     except Exception as e:  # a corrupt or foreign checkpoint
       first = str(e).splitlines()[0] if str(e) else ""
       raise EvalInputError(f"cannot restore checkpoint {step} of {self.run.path}: "
