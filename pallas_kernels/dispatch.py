@@ -1,0 +1,33 @@
+"""Which implementation of an op runs, and whether a Pallas kernel runs interpreted.
+
+Every ``api.py`` shares this so that ``implementation="auto"`` means the same thing for every
+op: the Pallas kernel of the current accelerator (Mosaic on TPU, Triton on GPU) and the XLA
+path on CPU. A Pallas kernel asked for on CPU runs in interpret mode (how it is tested); asked
+for on the other kind of accelerator it cannot run, and that is an error at trace time.
+"""
+
+import jax
+
+IMPLEMENTATIONS = ("auto", "reference", "xla", "pallas_tpu", "pallas_gpu")
+_PALLAS_BACKEND = {"pallas_tpu": "tpu", "pallas_gpu": "gpu"}
+
+
+def resolve(implementation: str, interpret: bool | None = None) -> tuple[str, bool]:
+  """(concrete implementation, interpret) for this process's default backend.
+
+  ``interpret=None`` interprets exactly when the backend is CPU; ``interpret=False`` on CPU is
+  allowed (lowering for an accelerator with ``jax.export``)."""
+  if implementation not in IMPLEMENTATIONS:
+    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}; got {implementation!r}")
+  backend = jax.default_backend()
+  if implementation == "auto":
+    implementation = {"tpu": "pallas_tpu", "gpu": "pallas_gpu"}.get(backend, "xla")
+  if implementation not in _PALLAS_BACKEND:
+    return implementation, False
+  wanted = _PALLAS_BACKEND[implementation]
+  if interpret is None:
+    interpret = backend == "cpu"
+  if backend not in ("cpu", wanted) and not interpret:
+    raise ValueError(f"implementation={implementation!r} needs a {wanted.upper()} (or "
+                     f"interpret=True); this process's backend is {backend}")
+  return implementation, bool(interpret)
