@@ -3,9 +3,9 @@ architectures x token budgets 100N..1000N, 16K context, 1:1 long/short mix.
 
 Architectures: full attention; SWA hybrids (1:1, full attention at the odd layers) with
 windows 128 / 512 / 2048; Lightning, Mamba-2 and Gated DeltaNet hybrids (1:1). The 1:3,
-head-wise and NoPE variants are in ``sweeps/paper_variants.py``.
+head-wise and NoPE variants are in ``experiments/paper_scale/variants.py``.
 
-    hybrid-jax sweep submit sweeps/paper_scaling.py --root runs/paper --backend slurm \\
+    hybrid-jax sweep submit experiments/paper_scale/scaling.py --root runs/paper --backend slurm \\
         --slurm slurm_partition=gpu --config.data.corpus=data/c4
 """
 
