@@ -1,0 +1,217 @@
+"""Kernel figures, not tests: ``python -m pallas_kernels.bench``.
+
+For each op (sliding-window attention, simple GLA, gated delta rule) and each
+implementation this backend can run, the forward and forward+backward time, the achieved
+FLOP/s counted on the unmasked work only (the band of SWA, the causal half of a chunk), the
+fraction of the device's peak, and ratios against the XLA path measured in the same run and,
+for SWA, against ``jax.nn.dot_product_attention(..., local_window_size=...)`` (cuDNN on GPU).
+
+On CPU the Pallas kernels only run interpreted, which measures Python, not the kernel:
+they are left out unless ``--interpret`` asks for them, and then are labelled so.
+"""
+
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pallas_kernels.delta_rule import api as delta_api
+from pallas_kernels.linear_scan import api as scan_api
+from pallas_kernels.swa import api as swa_api
+
+# Dense bf16 peak (FLOP/s) per device kind; --peak overrides, CPU measures its own.
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12,
+             "TPU v4": 275e12, "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12,
+             "TPU v6 lite": 918e12, "TPU v6e": 918e12}
+
+
+def device_peak(dtype) -> float | None:
+  kind = jax.devices()[0].device_kind
+  for name, peak in PEAK_BF16.items():
+    if name.lower() in kind.lower():
+      return peak if dtype == jnp.bfloat16 else None
+  if jax.default_backend() == "cpu":
+    a = jnp.ones((1024, 1024), dtype)
+    f = jax.jit(lambda a: a @ a)
+    return 2 * 1024 ** 3 / time_call(f, a, reps=5)
+  return None
+
+
+def time_call(fn, *args, reps=3) -> float:
+  """Median wall time of ``reps`` calls after a compile-and-run call."""
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(reps):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(time.perf_counter() - t0)
+  return float(np.median(times))
+
+
+def fwd_and_fwd_bwd(f, args, reps):
+  """(forward seconds, forward+backward seconds) of ``f(*args)`` (its first output, for
+  the scans that also return a state)."""
+  def first(*a):
+    out = f(*a)
+    return out[0] if isinstance(out, tuple) else out
+
+  loss = lambda *a: jnp.sum(first(*a).astype(jnp.float32) ** 2)
+  grad = jax.jit(jax.grad(loss, argnums=tuple(range(len(args)))))
+  return time_call(jax.jit(first), *args, reps=reps), time_call(grad, *args, reps=reps)
+
+
+# --- unmasked FLOPs (forward); forward+backward counts 3.5x (flash convention: the backward
+# recomputes the scores and does four more matmuls) for attention, 3x for the scans.
+
+def swa_flops(b, t, h, d, window) -> float:
+  keys = float(np.sum(np.minimum(np.arange(t) + 1, window)))
+  return 4.0 * b * h * d * keys
+
+
+def gla_flops(b, t, h, k, v, chunk) -> float:
+  intra = 2.0 * (chunk + 1) / 2 * (k + v)        # causal half of the chunk: scores and values
+  return b * h * t * (intra + 2.0 * k * v + 2.0 * k * v)   # + q S, + the state update
+
+
+def delta_flops(b, t, h, k, v, chunk) -> float:
+  wy = 2.0 * chunk / 2 * (2 * k + v) + 2.0 * chunk * (k + v)  # A, (I+A)^-1 V and K
+  return gla_flops(b, t, h, k, v, chunk) + b * h * t * (wy + 2.0 * k * v)   # + W S
+
+
+def implementations(interpret: bool):
+  backend = jax.default_backend()
+  impls = ["xla"]
+  if backend == "tpu" or (backend == "cpu" and interpret):
+    impls.append("pallas_tpu")
+  if backend == "gpu" or (backend == "cpu" and interpret):
+    impls.append("pallas_gpu")
+  return impls
+
+
+def bench_swa(args, dtype, impls, peak):
+  rows = []
+  b, h, kv, d = args.batch, args.heads, args.kv_heads, args.head_dim
+  for t in args.lengths:
+    ks = jax.random.split(jax.random.PRNGKey(0), 3)
+    q = jax.random.normal(ks[0], (b, t, h, d), dtype)
+    k = jax.random.normal(ks[1], (b, t, kv, d), dtype)
+    v = jax.random.normal(ks[2], (b, t, kv, d), dtype)
+    for w in args.windows:
+      flops = swa_flops(b, t, h, d, min(w, t))
+      timed = {}
+      for impl in impls:
+        f = lambda q, k, v, impl=impl: swa_api.sliding_window_attention(
+            q, k, v, window=w, implementation=impl)
+        timed[impl] = fwd_and_fwd_bwd(f, (q, k, v), args.reps)
+      # The library's own local-window attention (cuDNN on GPU when it supports the shape).
+      lib = lambda q, k, v: jax.nn.dot_product_attention(
+          q, k, v, is_causal=True, local_window_size=(w - 1, 0),
+          implementation="cudnn" if jax.default_backend() == "gpu" else None)
+      try:
+        timed["jax.nn.dot_product_attention"] = fwd_and_fwd_bwd(lib, (q, k, v), args.reps)
+      except Exception as e:  # cuDNN rejects some shapes/dtypes: say so, keep going
+        print(f"# dot_product_attention T={t} w={w}: {type(e).__name__}: {str(e).splitlines()[0]}")
+      rows += report("swa", f"T={t} w={w}", timed, flops, 3.5, peak)
+  return rows
+
+
+def bench_scan(name, op, args, dtype, impls, peak):
+  rows = []
+  b, h, dk = args.batch, args.heads, args.head_dim
+  dv = dk
+  for t in args.lengths:
+    ks = jax.random.split(jax.random.PRNGKey(1), 5)
+    q = jax.random.normal(ks[0], (b, t, h, dk), dtype)
+    k = jax.random.normal(ks[1], (b, t, h, dk), jnp.float32)
+    k = (k / jnp.linalg.norm(k, axis=-1, keepdims=True)).astype(dtype)
+    v = jax.random.normal(ks[2], (b, t, h, dv), dtype)
+    g = jax.nn.log_sigmoid(4.0 + jax.random.normal(ks[3], (b, t, h))).astype(jnp.float32)
+    beta = jax.nn.sigmoid(jax.random.normal(ks[4], (b, t, h))).astype(jnp.float32)
+    timed = {}
+    for impl in impls:
+      if name == "gla":
+        f = lambda q, k, v, g, impl=impl: op(q, k, v, g, implementation=impl)
+        inputs = (q, k, v, g)
+      else:
+        f = lambda q, k, v, g, beta, impl=impl: op(q, k, v, g, beta, implementation=impl)
+        inputs = (q, k, v, g, beta)
+      timed[impl] = fwd_and_fwd_bwd(f, inputs, args.reps)
+    flops = (gla_flops if name == "gla" else delta_flops)(b, t, h, dk, dv, args.chunk)
+    rows += report(name, f"T={t}", timed, flops, 3.0, peak)
+  return rows
+
+
+def report(op, shape, timed, flops, bwd_factor, peak):
+  rows = []
+  base = timed.get("xla")
+  for impl, (fwd, fwd_bwd) in timed.items():
+    row = dict(op=op, shape=shape, impl=impl, fwd_ms=1e3 * fwd, fwd_bwd_ms=1e3 * fwd_bwd,
+               fwd_tflops=flops / fwd / 1e12, fwd_bwd_tflops=bwd_factor * flops / fwd_bwd / 1e12)
+    if base:
+      row["fwd_bwd_speedup_vs_xla"] = base[1] / fwd_bwd
+    lib = timed.get("jax.nn.dot_product_attention")
+    if lib:
+      row["fwd_bwd_speedup_vs_dot_product_attention"] = lib[1] / fwd_bwd
+    if peak:
+      row["fwd_bwd_fraction_of_peak"] = bwd_factor * flops / fwd_bwd / peak
+    rows.append(row)
+    extra = "".join(f"  {k}={v:.2f}" for k, v in row.items() if k.endswith(("_xla", "_attention", "_peak")))
+    label = impl + (" (interpreted: not a speed)" if jax.default_backend() == "cpu"
+                    and impl.startswith("pallas") else "")
+    print(f"{op:6s} {shape:14s} {label:40s} fwd {row['fwd_ms']:9.2f} ms  fwd+bwd "
+          f"{row['fwd_bwd_ms']:9.2f} ms  {row['fwd_bwd_tflops']:8.3f} TFLOP/s{extra}", flush=True)
+  return rows
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(prog="python -m pallas_kernels.bench", description=__doc__.splitlines()[0])
+  on_cpu = jax.default_backend() == "cpu"
+  p.add_argument("--ops", default="swa,gla,delta")
+  p.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")],
+                 default=[1024] if on_cpu else [4096, 16384])
+  p.add_argument("--windows", type=lambda s: [int(x) for x in s.split(",")],
+                 default=[128] if on_cpu else [128, 512, 2048])
+  p.add_argument("--batch", type=int, default=1)
+  p.add_argument("--heads", type=int, default=2 if on_cpu else 16)
+  p.add_argument("--kv-heads", type=int, default=1 if on_cpu else 4)
+  p.add_argument("--head-dim", type=int, default=64 if on_cpu else 128)
+  p.add_argument("--chunk", type=int, default=64)
+  p.add_argument("--dtype", default="float32" if on_cpu else "bfloat16")
+  p.add_argument("--reps", type=int, default=3)
+  p.add_argument("--interpret", action="store_true",
+                 help="on CPU, also run the Pallas kernels interpreted (correctness, not speed)")
+  p.add_argument("--peak", type=float, default=None, help="device peak FLOP/s (else looked up)")
+  p.add_argument("--json", default=None, help="also write the rows to this file")
+  args = p.parse_args(argv)
+  ops = args.ops.split(",")
+  unknown = sorted(set(ops) - {"swa", "gla", "delta"})
+  if unknown:
+    p.error(f"--ops: unknown {', '.join(unknown)} (known: swa, gla, delta)")
+  if any(x < 1 for x in args.lengths + args.windows) or args.reps < 1:
+    p.error("--lengths, --windows and --reps must be >= 1")
+  dtype = jnp.dtype(args.dtype)
+  peak = args.peak or device_peak(dtype)
+  impls = implementations(args.interpret)
+  print(f"# {jax.devices()[0].device_kind} ({jax.default_backend()}), jax {jax.__version__}, "
+        f"{args.dtype}, peak {peak / 1e9 if peak else float('nan'):.0f} GFLOP/s; "
+        f"implementations: {', '.join(impls)}")
+  if on_cpu:
+    print("# CPU: the XLA path is the one that runs here; interpret-mode times are not speed.")
+  rows = []
+  if "swa" in ops:
+    rows += bench_swa(args, dtype, impls, peak)
+  if "gla" in ops:
+    rows += bench_scan("gla", scan_api.simple_gla, args, dtype, impls, peak)
+  if "delta" in ops:
+    rows += bench_scan("delta", delta_api.gated_delta_rule, args, dtype, impls, peak)
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(rows, f, indent=1)
+  return rows
+
+
+if __name__ == "__main__":
+  main()

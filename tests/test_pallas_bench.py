@@ -1,0 +1,49 @@
+"""The kernel benchmark runs on CPU (XLA path and the library attention) and counts FLOPs on
+the unmasked work only."""
+
+import numpy as np
+import pytest
+
+from pallas_kernels import bench
+from pallas_kernels.swa.reference import band_mask
+
+
+@pytest.mark.parametrize("t,window", [(16, 1), (16, 5), (16, 16), (16, 40)])
+def test_swa_flops_count_the_band_only(t, window):
+  keys = int(np.asarray(band_mask(t, t, window)).sum())       # independent: the dense mask
+  assert bench.swa_flops(2, t, 3, 8, window) == 4 * 2 * 3 * 8 * keys
+
+
+def test_bench_prints_every_op_with_ratios(capsys):
+  rows = bench.main(["--lengths", "64", "--windows", "16", "--reps", "1", "--heads", "2",
+                     "--kv-heads", "1", "--head-dim", "16", "--chunk", "16"])
+  out = capsys.readouterr().out
+  assert "interpret-mode times are not speed" in out
+  got = {(r["op"], r["impl"]) for r in rows}
+  assert got == {("swa", "xla"), ("swa", "jax.nn.dot_product_attention"), ("gla", "xla"),
+                 ("delta", "xla")}
+  for r in rows:
+    assert r["fwd_ms"] > 0 and r["fwd_bwd_ms"] > 0 and r["fwd_bwd_tflops"] > 0
+    assert r["fwd_bwd_speedup_vs_xla"] > 0
+  lib = next(r for r in rows if r["impl"] == "jax.nn.dot_product_attention")
+  xla = next(r for r in rows if r["op"] == "swa" and r["impl"] == "xla")
+  assert lib["fwd_bwd_speedup_vs_xla"] == pytest.approx(xla["fwd_bwd_ms"] / lib["fwd_bwd_ms"])
+
+
+def test_bench_rejects_bad_arguments():
+  with pytest.raises(SystemExit):
+    bench.main(["--ops", "swa,conv"])
+  with pytest.raises(SystemExit):
+    bench.main(["--windows", "0"])
+
+
+def test_library_baseline_computes_the_same_window():
+  """The benchmark's comparison is like for like: local_window_size=(w-1, 0) is our window."""
+  import jax
+  from pallas_kernels.swa.reference import sliding_window_attention
+  ks = jax.random.split(jax.random.PRNGKey(0), 3)
+  q = jax.random.normal(ks[0], (1, 24, 4, 8))
+  k, v = (jax.random.normal(key, (1, 24, 2, 8)) for key in ks[1:])
+  for w in (1, 5, 24):
+    got = jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=(w - 1, 0))
+    np.testing.assert_allclose(got, sliding_window_attention(q, k, v, window=w), atol=1e-5)
