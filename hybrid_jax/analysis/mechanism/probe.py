@@ -19,25 +19,26 @@ class LogisticRegression:
   def __init__(self, c: float = 0.1, max_iter: int = 500):
     self.c, self.max_iter = c, max_iter
 
+  def objective(self, theta, x_NxD, onehot_NxK):
+    """(sum_i CE_i + |W|^2 / (2C), its exact gradient) at theta = [W.ravel(), b]."""
+    d, k = x_NxD.shape[1], onehot_NxK.shape[1]
+    w_DxK, b_K = theta[:d * k].reshape(d, k), theta[d * k:]
+    z = x_NxD @ w_DxK + b_K
+    loss = -(onehot_NxK * log_softmax(z, -1)).sum() + (w_DxK ** 2).sum() / (2 * self.c)
+    dz = softmax(z, -1) - onehot_NxK
+    grad_w = x_NxD.T @ dz + w_DxK / self.c
+    return loss, np.concatenate([grad_w.ravel(), dz.sum(0)])
+
   def fit(self, x_NxD, y_N, n_classes: int | None = None):
     x = np.asarray(x_NxD, np.float64)
     y = np.asarray(y_N, int)
     self.mean, self.std = x.mean(0), x.std(0) + 1e-8
     x = (x - self.mean) / self.std
-    n, d = x.shape
+    d = x.shape[1]
     k = n_classes or int(y.max()) + 1
     onehot_NxK = np.eye(k)[y]
-
-    def loss_and_grad(theta):
-      w_DxK, b_K = theta[:d * k].reshape(d, k), theta[d * k:]
-      z = x @ w_DxK + b_K
-      loss = -(onehot_NxK * log_softmax(z, -1)).sum() + (w_DxK ** 2).sum() / (2 * self.c)
-      dz = softmax(z, -1) - onehot_NxK
-      grad_w = x.T @ dz + w_DxK / self.c
-      return loss, np.concatenate([grad_w.ravel(), dz.sum(0)])
-
-    res = minimize(loss_and_grad, np.zeros(d * k + k), jac=True, method="L-BFGS-B",
-                   options=dict(maxiter=self.max_iter))
+    res = minimize(self.objective, np.zeros(d * k + k), args=(x, onehot_NxK), jac=True,
+                   method="L-BFGS-B", options=dict(maxiter=self.max_iter))
     self.w, self.b = res.x[:d * k].reshape(d, k), res.x[d * k:]
     return self
 
