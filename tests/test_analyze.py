@@ -298,3 +298,20 @@ def test_cli_bad_input_one_line_nothing_written(run_dir, tmp_path, capsys):
   after = sorted(p.name for p in (run_dir / "analysis").iterdir()) \
       if (run_dir / "analysis").exists() else []
   assert after == before
+
+
+def test_long_context_chunked_attention_is_the_model(monkeypatch):
+  """Beyond LONG_CONTEXT full heads run query chunk by chunk: same logits, same gradient
+  influence as the model's own kernel."""
+  model = build_model(resolve(tiny_config("HF", n_layers=2, window=5)).model, 0)
+  tokens = np.random.default_rng(5).integers(0, 256, (1, 40))
+  rows = np.arange(40)[None]
+  ref = F.forward(model, tokens, rows, want=("probs",))
+  ref_grad = gradient.influence(model, tokens, n_targets=3)["per_distance"]
+  monkeypatch.setattr(F, "LONG_CONTEXT", 16)
+  monkeypatch.setattr(F, "QUERY_CHUNK", 12)             # 40 = 3 chunks of 12 + a padded one
+  got = F.forward(model, tokens, rows, want=("probs",))
+  np.testing.assert_allclose(got["logits"], model(jnp.asarray(tokens)), atol=2e-5)
+  np.testing.assert_allclose(got["logits"], ref["logits"], atol=2e-5)
+  np.testing.assert_allclose(gradient.influence(model, tokens, n_targets=3)["per_distance"],
+                             ref_grad, rtol=1e-4)

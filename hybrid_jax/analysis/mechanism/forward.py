@@ -4,8 +4,9 @@
 ``forward`` returns, besides the logits at chosen rows, the attention probabilities of every
 attention layer at a few query rows only (q at those rows, k at every position: memory
 O(rows x T), never T x T) and the residual stream at those rows after every layer. With an
-empty plan it computes exactly what ``LM.__call__`` does (the attention output goes through
-the same ``sliding_window_attention`` kernel), so the training path is untouched.
+empty plan and T <= LONG_CONTEXT it computes exactly what ``LM.__call__`` does (the same
+modules and kernel); longer contexts run full-causal heads query chunk by query chunk, so
+32K tokens fit in a few GB on CPU. The model's own code is untouched.
 """
 
 import dataclasses
@@ -49,13 +50,50 @@ def head_windows(mixer, t: int, plan: Plan = Plan()) -> tuple[int, ...]:
   return tuple(out)
 
 
+LONG_CONTEXT = 2048   # beyond this, full-causal heads run one query chunk at a time
+QUERY_CHUNK = 256
+
+
+def chunked_causal_attention(q_BxTxHxDh, k_BxTxKxDh, v_BxTxKxDh, window: int,
+                             chunk: int | None = None):
+  """Causal attention (query i sees i - window < j <= i) computed ``chunk`` queries at a
+  time in a ``lax.map``: O(chunk x T) live memory where the kernel's unrolled blocks may
+  all be live at once, and rematerialised in the backward pass (gradient influence)."""
+  b, t, h, dh = q_BxTxHxDh.shape
+  chunk = chunk or QUERY_CHUNK
+  group = h // k_BxTxKxDh.shape[2]
+  k = jnp.repeat(k_BxTxKxDh, group, axis=2).astype(jnp.float32)
+  v = jnp.repeat(v_BxTxKxDh, group, axis=2).astype(jnp.float32)
+  n = -(-t // chunk)
+  q = jnp.pad(q_BxTxHxDh, ((0, 0), (0, n * chunk - t), (0, 0), (0, 0)))
+  q_NxBxCxHxDh = q.reshape(b, n, chunk, h, dh).transpose(1, 0, 2, 3, 4)
+  j_1xT = jnp.arange(t)[None]
+
+  @jax.checkpoint
+  def one_chunk(args):
+    q_BxCxHxDh, start = args
+    i_Cx1 = (start + jnp.arange(chunk))[:, None]
+    s = jnp.einsum("bchd,bthd->bhct", q_BxCxHxDh.astype(jnp.float32), k) * dh ** -0.5
+    s = jnp.where((j_1xT <= i_Cx1) & (j_1xT > i_Cx1 - window), s, -jnp.inf)
+    return jnp.einsum("bhct,bthd->bchd", jax.nn.softmax(s, axis=-1), v)
+
+  o_NxBxCxHxDh = jax.lax.map(one_chunk, (q_NxBxCxHxDh, jnp.arange(n) * chunk))
+  o = o_NxBxCxHxDh.transpose(1, 0, 2, 3, 4).reshape(b, n * chunk, h, dh)[:, :t]
+  return o.astype(q_BxTxHxDh.dtype)
+
+
 def attention_heads(mixer, h_BxTxD, windows_H):
   """Per-head attention outputs o [B, T, H, Dh] (before o_proj), each head with its window.
-  Runs of heads that share a window and whole kv groups go through one kernel call."""
+  Runs of heads that share a window and whole kv groups go through one call: the model's
+  kernel, or ``chunked_causal_attention`` for windows beyond LONG_CONTEXT."""
   q, k, v = mixer.qkv(h_BxTxD)
   group = mixer.n_heads // mixer.n_kv_heads
-  attend = lambda q, k, v, w: swa_api.sliding_window_attention(q, k, v, window=w,
-                                                               implementation=mixer.impl)
+
+  def attend(q, k, v, w):
+    if w > LONG_CONTEXT:
+      return chunked_causal_attention(q, k, v, w)
+    return swa_api.sliding_window_attention(q, k, v, window=w, implementation=mixer.impl)
+
   outs, start = [], 0
   while start < mixer.n_heads:
     end = start + 1
@@ -133,7 +171,7 @@ def mixer_output(block, layer: int, h_BxTxD, plan: Plan):
       return recurrent_blocks(mixer, h_BxTxD, plan.reset_block)
     return mixer(h_BxTxD)
   windows = head_windows(mixer, t, plan)
-  if not ablated and windows == head_windows(mixer, t):
+  if not ablated and windows == head_windows(mixer, t) and max(windows) <= LONG_CONTEXT:
     return mixer(h_BxTxD)          # the model's own path
   o = attention_heads(mixer, h_BxTxD, windows)
   if ablated:
@@ -161,8 +199,13 @@ def blocks_forward(model, x_BxTxD, plan: Plan = Plan(), rows_BxR=None):
   return x_BxTxD, probs, (jnp.stack(resid, axis=1) if resid else None)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "plan", "want"))
-def _forward(graphdef, state, tokens_BxT, rows_BxR, plan, want):
+def _chunking():
+  """The globals a trace reads: part of every jit key, so changing them retraces."""
+  return (LONG_CONTEXT, QUERY_CHUNK)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "plan", "want", "chunking"))
+def _forward(graphdef, state, tokens_BxT, rows_BxR, plan, want, chunking):
   model = nnx.merge(graphdef, state)
   x, probs, resid = blocks_forward(model, model.embed(tokens_BxT), plan, rows_BxR)
   x_rows = jnp.take_along_axis(x, rows_BxR[..., None], axis=1)
@@ -179,11 +222,11 @@ def forward(model, tokens_BxT, rows_BxR, plan: Plan = Plan(), want=("probs",)):
   (the last two as asked in ``want``), under ``plan``; jitted per shape and plan."""
   graphdef, state = nnx.split(model)
   return _forward(graphdef, state, jnp.asarray(tokens_BxT, jnp.int32),
-                  jnp.asarray(rows_BxR, jnp.int32), plan, tuple(sorted(want)))
+                  jnp.asarray(rows_BxR, jnp.int32), plan, tuple(sorted(want)), _chunking())
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "n_targets"))
-def _influence(graphdef, state, tokens_BxT, n_targets):
+@functools.partial(jax.jit, static_argnames=("graphdef", "n_targets", "chunking"))
+def _influence(graphdef, state, tokens_BxT, n_targets, chunking):
   model = nnx.merge(graphdef, state)
 
   def target_logits(x_BxTxD):
@@ -199,4 +242,4 @@ def _influence(graphdef, state, tokens_BxT, n_targets):
 def input_influence(model, tokens_BxT, n_targets: int):
   """|d (sum of the true next-token logits at rows T-1-n .. T-2) / d embedding_j| [B, T]."""
   graphdef, state = nnx.split(model)
-  return _influence(graphdef, state, jnp.asarray(tokens_BxT, jnp.int32), n_targets)
+  return _influence(graphdef, state, jnp.asarray(tokens_BxT, jnp.int32), n_targets, _chunking())
