@@ -34,7 +34,6 @@ def _parser():
   common.add_argument("--step", type=int, help="checkpoint step (default: the last)")
   common.add_argument("--task", default=DEFAULT_TASK, help="NIAH task of hybrid_jax.data.tasks")
   common.add_argument("--length", type=int, help="context length (default: the first eval length)")
-  common.add_argument("--samples", type=int, default=16, help="NIAH examples")
   common.add_argument("--report-memory", action="store_true",
                       help="print the process's peak resident memory at the end")
   p = _Parser(prog="hybrid-jax analyze", description=__doc__.splitlines()[0])
@@ -60,12 +59,9 @@ def _parser():
   pro.add_argument("--seed", type=int, default=0)
   gra = sub.add_parser("gradient", parents=[common], help="gradient influence by distance")
   gra.add_argument("--targets", type=int, default=20)
-  for s in (heads, con, abl, pro, gra):
-    s.add_argument("run")
-  trace.add_argument("run", nargs="+")
-  p.set_defaults(samples=16)
-  pro.set_defaults(samples=64)
-  gra.set_defaults(samples=4)
+  for s, samples in ((heads, 16), (trace, 16), (con, 16), (abl, 16), (pro, 64), (gra, 4)):
+    s.add_argument("--samples", type=int, default=samples, help="NIAH examples")
+    s.add_argument("run", nargs="+" if s is trace else None)
   return p
 
 

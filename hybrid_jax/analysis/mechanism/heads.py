@@ -21,6 +21,8 @@ ENTROPY_ROWS = 4
 def example_rows(ex, query_offset: int = 0) -> np.ndarray:
   """[query row, the rows generating each answer token, the last ENTROPY_ROWS rows]."""
   t = len(ex.tokens)
+  if ex.answer_positions[0] - 1 - query_offset < 0:
+    raise ValueError(f"query_offset {query_offset} is before the start of the example")
   return np.concatenate([[ex.answer_positions[0] - 1 - query_offset], ex.answer_positions - 1,
                          np.arange(t - ENTROPY_ROWS, t)]).astype(np.int32)
 

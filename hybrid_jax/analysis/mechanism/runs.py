@@ -78,6 +78,9 @@ def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0,
 
 def check_task(task: str, length: int, n_classes: int = 0):
   from hybrid_jax.data import tasks
+  if n_classes and task not in tasks.CLOSED_SET_TASKS:
+    raise AnalysisInputError(f"--task: {task} has no closed-set answer to probe "
+                             f"(closed-set tasks: {', '.join(tasks.CLOSED_SET_TASKS)})")
   try:
     tasks._check_args(task, length, 0.5, n_classes)
   except ValueError as e:
