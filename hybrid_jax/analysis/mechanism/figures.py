@@ -6,6 +6,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from hybrid_jax.analysis.mechanism.forward import layer_kind  # noqa: E402
 
@@ -20,8 +21,7 @@ def head_heatmap(matrix_LxH, letters: str, top, title: str):
   """Layer x head heatmap; recurrent layers (no heads) are masked grey; top heads boxed."""
   m = np.ma.masked_invalid(np.asarray(matrix_LxH, float))
   fig, ax = plt.subplots(figsize=(1.2 + 0.5 * m.shape[1], 1.0 + 0.4 * m.shape[0]))
-  cmap = plt.get_cmap("viridis").copy()
-  cmap.set_bad("lightgrey")
+  cmap = plt.get_cmap("viridis").with_extremes(bad="lightgrey")
   im = ax.imshow(m, cmap=cmap, aspect="auto", vmin=0, vmax=max(1e-9, float(np.nanmax(matrix_LxH))
                                                                   if np.isfinite(matrix_LxH).any() else 1))
   for layer, h in top:
@@ -48,6 +48,7 @@ def trace_figure(traces: list[dict], labels: list[str]):
     ax.set_title(name + " (mean of top-k heads)", fontsize=8)
     if all(p["tokens"] > 0 for tr in traces for p in tr["points"]):
       ax.set_xscale("log")
+      ax.xaxis.set_minor_formatter(NullFormatter())
   axes[0].legend(fontsize=7)
   return fig
 
