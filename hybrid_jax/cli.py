@@ -212,7 +212,10 @@ COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
             "plot": (cmd_plot, "figures from run directories (plot emergence|scaling DIR...)"),
             "fit-scaling": (cmd_fit_scaling, "fit L(N, D) scaling laws to a collected table"),
             "data": (cmd_data, "prepare and inspect the data"),
-            "bench": (cmd_bench, "print kernel, training (bench data, bench eval) speed figures")}
+            "bench": (cmd_bench, "print kernel, training (bench data, bench eval) speed figures"),
+            "analyze": (lambda argv: __import__("hybrid_jax.analysis.mechanism.cli", fromlist=["main"])
+                        .main(argv), "mechanism analyses of a checkpoint "
+                        "(analyze heads|trace|constrain|ablate|probe|gradient RUN)")}
 
 
 def _use_persistent_compilation_cache():

@@ -1,0 +1,237 @@
+"""``hybrid-jax analyze heads|trace|constrain|ablate|probe|gradient RUN ...``.
+
+Every subcommand reads one checkpoint (``--step``, default the last) of a run directory and
+writes ``<run>/analysis/<name>.json`` plus ``<name>.png``/``.svg``. Bad input is one line
+(``hybrid-jax: error: ...``, exit 2) before any compute, and nothing is written.
+"""
+
+import argparse
+import resource
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hybrid_jax.analysis.mechanism.runs import (DEFAULT_TASK, AnalysisInputError, Run, check_positive,
+                                                check_task, niah_examples, write_figure, write_json)
+from hybrid_jax.eval.checkpoints import EvalInputError
+
+SUBCOMMANDS = ("heads", "trace", "constrain", "ablate", "probe", "gradient")
+
+
+def _die(message, code: int = 2):
+  print(f"hybrid-jax: error: {message}", file=sys.stderr)
+  raise SystemExit(code)
+
+
+class _Parser(argparse.ArgumentParser):
+  def error(self, message):
+    _die(f"{self.prog.split(' ', 1)[-1]}: {message}")
+
+
+def _parser():
+  common = argparse.ArgumentParser(add_help=False)
+  common.add_argument("--step", type=int, help="checkpoint step (default: the last)")
+  common.add_argument("--task", default=DEFAULT_TASK, help="NIAH task of hybrid_jax.data.tasks")
+  common.add_argument("--length", type=int, help="context length (default: the first eval length)")
+  common.add_argument("--report-memory", action="store_true",
+                      help="print the process's peak resident memory at the end")
+  p = _Parser(prog="hybrid-jax analyze", description=__doc__.splitlines()[0])
+  sub = p.add_subparsers(dest="what", required=True, parser_class=_Parser)
+  heads = sub.add_parser("heads", parents=[common], help="retrieval-head scores per (layer, head)")
+  trace = sub.add_parser("trace", parents=[common], help="top heads over every checkpoint")
+  for s in (heads, trace):
+    s.add_argument("--top-k", type=int, default=4)
+    s.add_argument("--query-offset", type=int, default=0,
+                   help="score the row this many tokens before the one preceding the answer")
+  trace.add_argument("--reference-step", type=int, help="weights compared to (default: the last)")
+  trace.add_argument("--out", help="directory for the trace figure (default: each run's analysis/)")
+  con = sub.add_parser("constrain", parents=[common], help="receptive-field constraint at inference")
+  con.add_argument("--window", type=int, required=True)
+  con.add_argument("--short-rows", type=int, default=8, help="held-out rows of the short loss")
+  abl = sub.add_parser("ablate", parents=[common], help="ablate the top-k heads vs random heads")
+  abl.add_argument("--k", type=int, default=4)
+  abl.add_argument("--mode", choices=("zero", "mean"), default="zero")
+  abl.add_argument("--seed", type=int, default=0)
+  pro = sub.add_parser("probe", parents=[common], help="layer-wise logistic-regression probes")
+  pro.add_argument("--classes", type=int, default=8)
+  pro.add_argument("--delta", action="store_true", help="probe each layer's residual delta")
+  pro.add_argument("--seed", type=int, default=0)
+  gra = sub.add_parser("gradient", parents=[common], help="gradient influence by distance")
+  gra.add_argument("--targets", type=int, default=20)
+  for s, samples in ((heads, 16), (trace, 16), (con, 16), (abl, 16), (pro, 64), (gra, 4)):
+    s.add_argument("--samples", type=int, default=samples, help="NIAH examples")
+    s.add_argument("run", nargs="+" if s is trace else None)
+  return p
+
+
+def _n_heads(run: Run) -> int:
+  from hybrid_jax.configs import resolve
+  from hybrid_jax.configs.sizes import layer_letters
+  from hybrid_jax.eval.checkpoints import load_run_config
+  from hybrid_jax.model import registry
+  m = resolve(load_run_config(run.path)).model
+  return sum(m.n_heads for c in layer_letters(m.pattern, m.n_layers)
+             if registry.get(c).kind != "recurrent")
+
+
+def _check(args) -> list[Run]:
+  """Every one-line error of the arguments and runs, before anything is computed."""
+  check_positive("--samples", args.samples)
+  if args.what in ("heads", "trace"):
+    check_positive("--top-k", args.top_k)
+    check_positive("--query-offset", args.query_offset, 0)
+  if args.what == "constrain":
+    check_positive("--window", args.window)
+    check_positive("--short-rows", args.short_rows, 0)
+  if args.what == "ablate":
+    check_positive("--k", args.k)
+  if args.what == "probe":
+    check_positive("--classes", args.classes, 2)
+    if args.samples < args.classes:
+      raise AnalysisInputError(f"--samples: {args.samples} is fewer than --classes {args.classes}")
+  if args.what == "gradient":
+    check_positive("--targets", args.targets)
+  runs = [Run(r) for r in (args.run if isinstance(args.run, list) else [args.run])]
+  for run in runs:
+    run.check_step(args.step)
+    if args.what == "trace" and args.reference_step is not None:
+      run.check_step(args.reference_step)
+    if args.length is None:
+      from hybrid_jax.eval.checkpoints import load_run_config
+      args.length = int(load_run_config(run.path).eval.lengths[0])
+    check_task(args.task, args.length, args.classes if args.what == "probe" else 0)
+    k = {"heads": "top_k", "trace": "top_k", "ablate": "k"}.get(args.what)
+    if k and getattr(args, k) > _n_heads(run):
+      raise AnalysisInputError(f"--{k.replace('_', '-')}: {getattr(args, k)} is more than the "
+                               f"{_n_heads(run)} attention heads of {run.path}")
+    if args.what == "gradient" and args.targets >= args.length:
+      raise AnalysisInputError(f"--targets: must be below --length {args.length}")
+  return runs
+
+
+def _letters(model) -> str:
+  return "".join(b.letter for b in model.blocks)
+
+
+def run_heads(args, run):
+  from hybrid_jax.analysis.mechanism import figures, heads
+  step = run.check_step(args.step)
+  model = run.model(step)
+  scores = heads.head_scores(model, niah_examples(run.cfg, args.task, args.length, args.samples),
+                             args.query_offset)
+  top = heads.top_heads(scores, args.top_k)
+  stem = run.out_dir / f"heads-step{step}"
+  rec = dict(step=step, task=args.task, length=args.length, samples=args.samples,
+             query_offset=args.query_offset, letters=_letters(model), top_heads=[list(h) for h in top],
+             **{k: np.where(np.isnan(v), None, v).tolist() for k, v in scores.items()})
+  write_figure(figures.head_heatmap(scores["mass"], _letters(model), top,
+                                    f"{run.path.name} step {step}: retrieval mass"), stem)
+  write_figure(figures.head_heatmap(scores["copy"], _letters(model), top,
+                                    f"{run.path.name} step {step}: copy-paste score"),
+               stem.with_name(stem.name + "-copy"))
+  return write_json(stem.with_suffix(".json"), rec), rec
+
+
+def run_trace(args, runs):
+  from hybrid_jax.analysis.mechanism import figures, trace
+  traces = []
+  for run in runs:
+    examples = niah_examples(run.cfg, args.task, args.length, args.samples)
+    traces.append(trace.trace_run(run, examples, args.top_k, args.reference_step, args.query_offset,
+                                  log=lambda s, r=run: print(f"hybrid-jax analyze trace: {r.path.name} {s}")))
+  paths = []
+  for run, tr in zip(runs, traces):
+    paths.append(write_json(run.out_dir / "trace.json", dict(tr, task=args.task, length=args.length,
+                                                             samples=args.samples)))
+  labels = [Path(r.path).name for r in runs]
+  outs = [Path(args.out)] if args.out else [r.out_dir for r in runs]
+  for out in outs:
+    write_figure(figures.trace_figure(traces, labels), out / "trace")
+  return paths[0], traces
+
+
+def run_constrain(args, run):
+  from hybrid_jax.analysis.mechanism import constrain, figures
+  step = run.check_step(args.step)
+  model = run.model(step)
+  examples = niah_examples(run.cfg, args.task, args.length, args.samples)
+  short = constrain.heldout(run.cfg, args.short_rows) if args.short_rows else None
+  res = constrain.constrain(model, examples, args.window, short)
+  rec = dict(step=step, window=args.window, task=args.task, length=args.length,
+             samples=args.samples, short_text="held-out rows of the run's data source "
+             "(hybrid_jax.eval.heldout, eval.short_length)", settings=res)
+  stem = run.out_dir / f"constrain-W{args.window}-step{step}"
+  write_figure(figures.bars(res, ["acc", "answer_loss", "short_loss"] if short else ["acc", "answer_loss"],
+                            f"{run.path.name} step {step}: receptive field capped at {args.window}"), stem)
+  return write_json(stem.with_suffix(".json"), rec), rec
+
+
+def run_ablate(args, run):
+  from hybrid_jax.analysis.mechanism import ablate, figures, heads
+  step = run.check_step(args.step)
+  model = run.model(step)
+  examples = niah_examples(run.cfg, args.task, args.length, args.samples)
+  top = heads.top_heads(heads.head_scores(model, examples), args.k)
+  try:
+    res = ablate.ablation(model, examples, top, args.mode, args.seed)
+  except ValueError as e:
+    raise AnalysisInputError(f"--k: {e}") from None
+  rec = dict(step=step, task=args.task, length=args.length, samples=args.samples, k=args.k, **res)
+  stem = run.out_dir / f"ablate-k{args.k}-{args.mode}-step{step}"
+  write_figure(figures.bars({k: dict(acc=v, answer_loss=res["answer_loss"][k]) for k, v in res["acc"].items()},
+                            ["acc", "answer_loss"], f"{run.path.name} step {step}: {args.mode}-ablation"), stem)
+  return write_json(stem.with_suffix(".json"), rec), rec
+
+
+def run_probe(args, run):
+  from hybrid_jax.analysis.mechanism import figures, probe
+  step = run.check_step(args.step)
+  model = run.model(step)
+  examples = niah_examples(run.cfg, args.task, args.length, args.samples, n_classes=args.classes)
+  res = probe.layer_probe(model, examples, args.classes, args.delta, args.seed)
+  rec = dict(step=step, task=args.task, length=args.length, samples=args.samples,
+             classes=args.classes, letters=_letters(model), **res)
+  stem = run.out_dir / f"probe{'-delta' if args.delta else ''}-C{args.classes}-step{step}"
+  write_figure(figures.probe_figure(res["accuracy"], res["chance"], _letters(model),
+                                    f"{run.path.name} step {step}: probe of the needle value"
+                                    + (" (residual deltas)" if args.delta else "")), stem)
+  return write_json(stem.with_suffix(".json"), rec), rec
+
+
+def run_gradient(args, run):
+  from hybrid_jax.analysis.mechanism import figures, gradient
+  step = run.check_step(args.step)
+  model = run.model(step)
+  tokens = np.stack([ex.tokens for ex in niah_examples(run.cfg, args.task, args.length, args.samples)])
+  res = gradient.influence(model, tokens, args.targets)
+  rec = dict(step=step, task=args.task, letters=_letters(model), **res)
+  stem = run.out_dir / f"gradient-step{step}"
+  write_figure(figures.gradient_figure(res, f"{run.path.name} step {step}: gradient influence"), stem)
+  return write_json(stem.with_suffix(".json"), rec), rec
+
+
+RUNNERS = dict(heads=run_heads, trace=run_trace, constrain=run_constrain, ablate=run_ablate,
+               probe=run_probe, gradient=run_gradient)
+
+
+def peak_rss_mib() -> float:
+  """Peak resident memory of this process (Linux reports KiB)."""
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv):
+  args = _parser().parse_args(argv)
+  try:
+    runs = _check(args)
+    target = runs if args.what == "trace" else runs[0]
+    path, _ = RUNNERS[args.what](args, target)
+  except (AnalysisInputError, EvalInputError) as e:
+    _die(e)
+  finally:
+    for run in locals().get("runs", []):
+      run.close()
+  print(f"hybrid-jax analyze {args.what}: wrote {path}")
+  if args.report_memory:
+    print(f"hybrid-jax analyze {args.what}: peak RSS {peak_rss_mib():.0f} MiB")
+  return 0

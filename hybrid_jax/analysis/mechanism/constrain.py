@@ -1,0 +1,50 @@
+"""Receptive-field constraint at inference: cap the full-attention layers (F, the full heads
+of H) at W, or separately the efficient layers (SWA heads at min(w, W), recurrent mixers
+reset every W tokens), and compare long-context NIAH metrics and the short-context loss.
+
+Short-context loss: held-out text from the run's own data source at ``eval.short_length``
+(``hybrid_jax.eval.heldout.heldout_rows``, the rows ``hybrid-jax eval`` scores).
+"""
+
+import numpy as np
+from scipy.special import log_softmax
+
+from hybrid_jax.analysis.mechanism import forward as F
+from hybrid_jax.analysis.mechanism.answers import answer_metrics
+
+
+def plans(window: int) -> dict[str, F.Plan]:
+  return {"none": F.Plan(),
+          "full_constrained": F.Plan(cap_full=window),
+          "efficient_constrained": F.Plan(cap_local=window, reset_block=window)}
+
+
+def short_loss(model, inputs_NxT, targets_NxT, plan: F.Plan, batch: int = 8) -> float:
+  """Mean next-token loss (nats) of every position of the held-out rows."""
+  t = inputs_NxT.shape[1]
+  nll = []
+  for lo in range(0, len(inputs_NxT), batch):
+    x, y = inputs_NxT[lo:lo + batch], targets_NxT[lo:lo + batch]
+    rows = np.broadcast_to(np.arange(t), x.shape)
+    logits = np.asarray(F.forward(model, x, rows, plan, want=())["logits"], np.float64)
+    nll.append(-np.take_along_axis(log_softmax(logits, -1), y[..., None], -1)[..., 0])
+  return float(np.concatenate(nll).mean())
+
+
+def heldout(cfg, rows: int, length: int | None = None):
+  from hybrid_jax.eval.heldout import SHORT_STREAM, heldout_rows
+  length = length or cfg.eval.short_length or cfg.data.seq_len
+  return heldout_rows(cfg, length=length, rows=rows, seed=cfg.eval.seed, stream=SHORT_STREAM)
+
+
+def constrain(model, examples, window: int, short=None) -> dict:
+  """{setting: dict(acc, answer_loss, short_loss)} for none / full- / efficient-constrained;
+  ``short`` = (inputs, targets) of held-out text, or None to skip the short loss."""
+  out = {}
+  for name, plan in plans(window).items():
+    m = answer_metrics(model, examples, plan)
+    rec = dict(acc=m["acc"], answer_loss=m["answer_loss"])
+    if short is not None:
+      rec["short_loss"] = short_loss(model, *short, plan)
+    out[name] = rec
+  return out

@@ -1,0 +1,121 @@
+"""A run's checkpoints as models, the NIAH examples the analyses score, and their outputs
+(JSON and figures, written atomically into ``<run>/analysis/``)."""
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+from flax import nnx
+
+from hybrid_jax.eval.checkpoints import EvalInputError, RunModels, checkpoint_steps, load_run_config
+from hybrid_jax.train.rundir import atomic_write_bytes, atomic_write_text
+
+DEFAULT_TASK = "niah_single_filler"
+
+
+class AnalysisInputError(EvalInputError):
+  """An analysis cannot run as asked: one line, raised before any compute."""
+
+
+class Run:
+  """One run directory: its config, checkpoint steps and a model per step."""
+
+  def __init__(self, workdir):
+    self.path = Path(workdir)
+    load_run_config(workdir)          # one-line errors: no directory, no config.json
+    self.steps = checkpoint_steps(workdir)
+    self._models = None
+
+  def check_step(self, step: int | None) -> int:
+    if step is None:
+      return self.steps[-1]
+    if step not in self.steps:
+      raise AnalysisInputError(f"--step: run {self.path} has no checkpoint {step} "
+                               f"(it has {', '.join(map(str, self.steps))})")
+    return step
+
+  @property
+  def models(self) -> RunModels:
+    if self._models is None:
+      self._models = RunModels(self.path)
+    return self._models
+
+  @property
+  def cfg(self):
+    return self.models.cfg
+
+  def model(self, step: int):
+    return nnx.merge(self.models.graphdef, self.models.params(step), self.models.rest)
+
+  def params(self, step: int):
+    return self.models.params(step)
+
+  def tokens(self, step: int) -> int:
+    """Training tokens seen at ``step`` (as eval.jsonl counts them)."""
+    return step * self.cfg.train.batch_size * self.cfg.data.seq_len
+
+  @property
+  def out_dir(self) -> Path:
+    return self.path / "analysis"
+
+  def close(self):
+    if self._models is not None:
+      self._models.close()
+
+
+def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0, seed=None):
+  """``samples`` examples of ``task`` at depths spread evenly over (0, 1), indices 0..N-1
+  at ``eval.seed``: the same inputs for every run and checkpoint."""
+  from hybrid_jax.data import tasks
+  from hybrid_jax.eval.retrieval import task_inputs
+  tokenizer, corpus = task_inputs(cfg)
+  seed = cfg.eval.seed if seed is None else seed
+  return [tasks.make_example(task, length=length, depth=(i + 0.5) / samples, seed=seed, index=i,
+                             tokenizer=tokenizer, corpus=corpus, n_classes=n_classes)
+          for i in range(samples)]
+
+
+def check_task(task: str, length: int, n_classes: int = 0):
+  from hybrid_jax.data import tasks
+  if n_classes and task not in tasks.CLOSED_SET_TASKS:
+    raise AnalysisInputError(f"--task: {task} has no closed-set answer to probe "
+                             f"(closed-set tasks: {', '.join(tasks.CLOSED_SET_TASKS)})")
+  try:
+    tasks._check_args(task, length, 0.5, n_classes)
+  except ValueError as e:
+    arg = str(e).split(":", 1)[0]
+    flag = {"name": "--task", "length": "--length", "n_classes": "--classes"}.get(arg, arg)
+    raise AnalysisInputError(f"{flag}: {str(e).split(':', 1)[1].strip()}") from None
+
+
+def check_positive(name: str, value, minimum: int = 1):
+  if value is None or int(value) < minimum:
+    raise AnalysisInputError(f"{name}: must be >= {minimum} (got {value})")
+
+
+def write_json(path: Path, record: dict) -> Path:
+  atomic_write_text(path, json.dumps(record, indent=1, default=_jsonable) + "\n")
+  return path
+
+
+def _jsonable(x):
+  if isinstance(x, np.generic):
+    return x.item()
+  if isinstance(x, np.ndarray):
+    return x.tolist()
+  raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def write_figure(fig, stem: Path) -> list[Path]:
+  """``stem``.png and .svg, each written whole or not at all."""
+  import matplotlib.pyplot as plt
+  paths = []
+  for ext, kw in (("png", dict(dpi=120)), ("svg", {})):
+    buf = io.BytesIO()
+    fig.savefig(buf, format=ext, bbox_inches="tight", **kw)
+    path = stem.with_suffix(f".{ext}")
+    atomic_write_bytes(path, buf.getvalue())
+    paths.append(path)
+  plt.close(fig)
+  return paths
