@@ -14,7 +14,10 @@ from jax.experimental.pallas import tpu as pltpu
 from pallas_kernels import dispatch
 from pallas_kernels.swa import api, pallas_gpu, pallas_tpu, reference
 
-TPU_INTERPRET = pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise")
+# Two simulated cores split the "parallel" grid axes, so writes of one output block from
+# two of them (a wrong dimension_semantics) show up as races.
+TPU_INTERPRET = pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise",
+                                      num_cores_or_threads=2)
 TRITON_CALL = "__gpu$xla.gpu.triton"
 
 
@@ -26,8 +29,9 @@ def _qkv(b, t, h, kv, d, dtype=jnp.float32, seed=0):
 
 
 def _races_found() -> bool:
-  """The TPU interpreter's race flag (set when ``detect_races`` finds a race). It lives in a
-  private module (jax 0.10); a move in a later jax fails here loudly rather than silently."""
+  """The TPU interpreter's race flag for the last kernel it ran (it resets per kernel; the
+  detector also prints "RACE DETECTED" for any kernel). It lives in a private module
+  (jax 0.10); a move in a later jax fails here loudly rather than silently."""
   from jax._src.pallas.mosaic.interpret import interpret_pallas_call as mosaic_interpret
   assert mosaic_interpret.races is not None, "race detector did not run"
   return mosaic_interpret.races.races_found
@@ -78,8 +82,9 @@ def _check_against_reference(implementation, block, interpret, t, window, h, kv,
 
 
 @pytest.mark.parametrize("t,window,h,kv,block,dtype", CASES)
-def test_pallas_tpu_interpret_matches_dense(t, window, h, kv, block, dtype):
+def test_pallas_tpu_interpret_matches_dense(t, window, h, kv, block, dtype, capsys):
   _check_against_reference("pallas_tpu", block, TPU_INTERPRET, t, window, h, kv, dtype)
+  assert "RACE DETECTED" not in capsys.readouterr().out
   assert not _races_found()
 
 
