@@ -145,7 +145,8 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
   params = dict(interpret=_interpret_params(interpret))
   row = lambda dd: pl.BlockSpec((None, None, c, dd), lambda b_, h_, i, j: (b_, h_, i, 0))
   band = lambda dd: pl.BlockSpec(
-      (None, None, c, dd), lambda b_, h_, i, j: (b_, jax.lax.div(h_, g), jnp.maximum(i - n_back + j, 0), 0))
+      (None, None, c, dd),
+      lambda b_, h_, i, j: (b_, jax.lax.div(h_, g), jnp.maximum(i - n_back + j, 0), 0))
   grid = (b, h, n_q, n_back + 1)
 
   def forward(q, k, v):
@@ -172,7 +173,8 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
     # kb + r % n_band, clamped to the last block (the step is then skipped).
     query = lambda dd: pl.BlockSpec(
         (None, None, c, dd), lambda b_, kh, kb, r: (
-            b_, kh * g + jax.lax.div(r, n_band), jnp.minimum(kb + jax.lax.rem(r, n_band), n_q - 1), 0))
+            b_, kh * g + jax.lax.div(r, n_band),
+            jnp.minimum(kb + jax.lax.rem(r, n_band), n_q - 1), 0))
     key = pl.BlockSpec((None, None, c, d), lambda b_, kh, kb, r: (b_, kh, kb, 0))
     dk, dv = pl.pallas_call(
         functools.partial(_dkv_kernel, n_q=n_q, **static),
