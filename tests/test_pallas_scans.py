@@ -21,10 +21,10 @@ from pallas_kernels.linear_scan import xla as scan_xla
 TPU_INTERPRET = pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise")
 CHUNK = 16   # the GPU kernels' smallest chunk; T = 21 spans two chunks with a ragged end
 
-# (t, heads, K, V, with initial state, dtype): a ragged multi-chunk sequence, one shorter
-# than a chunk, and a single step (decoding).
-CASES = [(21, 2, 8, 16, True, jnp.float32), (5, 1, 16, 8, False, jnp.bfloat16),
-         (1, 3, 8, 8, True, jnp.float32)]
+# (t, heads, K, V, with initial state, dtype, scale): a ragged multi-chunk sequence, one
+# shorter than a chunk (with Mamba-2's scale 1), and a single step (decoding).
+CASES = [(21, 2, 8, 16, True, jnp.float32, None), (5, 1, 16, 8, False, jnp.bfloat16, 1.0),
+         (1, 3, 8, 8, True, jnp.float32, None)]
 TOL = {jnp.float32: 2e-5, jnp.bfloat16: 2e-2}
 
 
@@ -41,9 +41,7 @@ def _inputs(t, h, dk, dv, dtype, seed=0, b=1):
 
 
 def _run(op, impl, q, k, v, g, beta, s0, **kw):
-  interpret = TPU_INTERPRET if impl == "pallas_tpu" else None
-  if impl in ("reference", "xla"):
-    interpret = None
+  interpret = TPU_INTERPRET if impl == "pallas_tpu" else None   # pallas_gpu: dispatch's default
   if op == "simple_gla":
     return scan_api.simple_gla(q, k, v, g, initial_state=s0, implementation=impl,
                                interpret=interpret, **kw)
@@ -54,7 +52,7 @@ def _run(op, impl, q, k, v, g, beta, s0, **kw):
 def _forward_and_grads(op, impl, case):
   """(o, final state, d q, d k, d v, d g[, d beta][, d s0]) under random cotangents on o and
   on the final state."""
-  t, h, dk, dv, with_state, dtype = case
+  t, h, dk, dv, with_state, dtype, scale = case
   q, k, v, g, beta, s0 = _inputs(t, h, dk, dv, dtype)
   args = [q, k, v, g] + ([beta] if op == "gated_delta_rule" else []) + ([s0] if with_state else [])
 
@@ -63,7 +61,8 @@ def _forward_and_grads(op, impl, case):
     q, k, v, g = a[:4]
     beta = a[4] if op == "gated_delta_rule" else None
     s0 = a[-1] if with_state else None
-    return _run(op, impl, q, k, v, g, beta, s0, chunk_size=CHUNK)
+    kw = {} if impl == "reference" else {"chunk_size": CHUNK}
+    return _run(op, impl, q, k, v, g, beta, s0, scale=scale, **kw)
 
   @jax.jit
   def forward_and_vjp(*args):
@@ -100,7 +99,7 @@ def _assert_no_races():
 @pytest.mark.parametrize("impl", ["pallas_tpu", "pallas_gpu"])
 @pytest.mark.parametrize("op", ["simple_gla", "gated_delta_rule"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"T{c[0]}-H{c[1]}-K{c[2]}-V{c[3]}-"
-                         f"{'s0' if c[4] else 'nos0'}-{jnp.dtype(c[5]).name}")
+                         f"{'s0' if c[4] else 'nos0'}-{jnp.dtype(c[5]).name}-scale{c[6]}")
 def test_kernel_matches_per_token_reference(impl, op, case):
   got = _forward_and_grads(op, impl, case)
   want = _reference(op, case)
@@ -176,11 +175,13 @@ def _bad(what):
     kw["implementation"] = "cuda"
   elif what == "chunk_size":
     kw["chunk_size"] = 0
+  elif what == "scale":
+    kw["scale"] = jnp.float32(0.5) * jnp.ones(())
   return q, k, v, g, beta, s0, kw
 
 
 @pytest.mark.parametrize("what", ["k", "v", "g", "beta", "initial_state", "implementation",
-                                  "chunk_size"])
+                                  "chunk_size", "scale"])
 def test_bad_input_is_rejected_naming_the_argument(what):
   q, k, v, g, beta, s0, kw = _bad(what)
   with pytest.raises(ValueError, match=rf"\b{what}\b"):

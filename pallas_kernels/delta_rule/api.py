@@ -17,7 +17,7 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
   ``implementation``, ``chunk_size`` and ``interpret`` as in ``linear_scan.api.simple_gla``."""
   check_shapes(q, k, v, g, initial_state, beta)
   check_dtypes(q, k, v, g, initial_state, beta)
-  impl, interpret, chunk_size = resolve(implementation, interpret, chunk_size,
+  impl, interpret, chunk_size = resolve(implementation, interpret, chunk_size, scale,
                                               DEFAULT_CHUNK)
   if impl == "reference":
     return reference.gated_delta_rule(q, k, v, g, beta, scale=scale, initial_state=initial_state)

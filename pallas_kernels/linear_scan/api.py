@@ -1,5 +1,7 @@
 """Public entry point for simple GLA; models call only this."""
 
+import numbers
+
 import jax.numpy as jnp
 from jax.experimental.pallas import tpu as pltpu
 
@@ -35,9 +37,12 @@ def check_dtypes(q, k, v, g, initial_state, beta=None):
       raise ValueError(f"{name} must be floating point; got {x.dtype}")
 
 
-def resolve(implementation, interpret, chunk_size, default_chunk=DEFAULT_CHUNK):
+def resolve(implementation, interpret, chunk_size, scale, default_chunk=DEFAULT_CHUNK):
   """(implementation, interpret, chunk) with dispatch's rule; ``interpret`` may also be a
-  ``pltpu.InterpretParams`` (TPU interpreter options, e.g. race detection in tests)."""
+  ``pltpu.InterpretParams`` (TPU interpreter options, e.g. race detection in tests). The scale
+  is baked into the kernels, so it must be a number, not an array."""
+  if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+    raise ValueError(f"scale must be a Python number or None; got {type(scale).__name__}")
   params = interpret if isinstance(interpret, pltpu.InterpretParams) else None
   impl, interp = dispatch.resolve(implementation, True if params is not None else interpret)
   if params is not None and impl == "pallas_tpu":
@@ -60,7 +65,7 @@ def simple_gla(q, k, v, g, *, scale=None, initial_state=None, implementation="au
   ``interpret`` as in ``dispatch.resolve`` (or a ``pltpu.InterpretParams`` for pallas_tpu)."""
   check_shapes(q, k, v, g, initial_state)
   check_dtypes(q, k, v, g, initial_state)
-  impl, interpret, chunk_size = resolve(implementation, interpret, chunk_size)
+  impl, interpret, chunk_size = resolve(implementation, interpret, chunk_size, scale)
   if impl == "reference":
     return reference.simple_gla(q, k, v, g, scale=scale, initial_state=initial_state)
   if impl == "xla":
