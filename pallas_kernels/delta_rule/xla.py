@@ -35,30 +35,50 @@ def unit_lower_inverse(a_xCxC):
   return jax.lax.fori_loop(0, c, row, jnp.zeros_like(a_xCxC))
 
 
-def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
-                     chunk_size=DEFAULT_CHUNK):
-  b, t, h, dk = q.shape
-  dv = v.shape[-1]
-  scale = dk ** -0.5 if scale is None else scale
-  c = max(1, min(chunk_size, t))
-  # [N, B, H, C, ...]; padding (k = v = beta = 0, g = 0) leaves the state unchanged.
+def unit_lower_inverse_by_squaring(a_xCxC):
+  """(I + A)^-1 = prod_j (I + (-A)^(2^j)), j < ceil(log2 C), for strictly lower-triangular A
+  (nilpotent, A^C = 0): log2(C) pairs of matmuls instead of C dependent row updates, which
+  suits an accelerator's matrix unit."""
+  c = a_xCxC.shape[-1]
+  eye = jnp.eye(c, dtype=a_xCxC.dtype)
+  power = -a_xCxC
+  inverse = eye + power
+  for _ in range(max(0, (c - 1).bit_length() - 1)):
+    power = power @ power
+    inverse = inverse @ (eye + power)
+  return inverse
+
+
+def wy_factors(q, k, v, g, beta, c, inverse=unit_lower_inverse):
+  """The state-independent per-chunk factors, [N, B, H, C, ...] float32, T padded to a multiple
+  of c with k = v = beta = 0, g = 0 (which leaves the state unchanged):
+  (u~, W, q k^T decay (causal), q decay, k decay, log decay of the whole chunk)."""
   q_N, k_N, v_N = (jnp.moveaxis(chunk_inputs(x.astype(jnp.float32), c), 3, 2) for x in (q, k, v))
   g_N, beta_N = (jnp.moveaxis(chunk_inputs(x.astype(jnp.float32), c), 3, 2) for x in (g, beta))
   causal = jnp.tril(jnp.ones((c, c), bool))
   strict = jnp.tril(jnp.ones((c, c), bool), -1)
-
-  # State-independent, parallel over all chunks: the WY factors.
   b_N = jnp.cumsum(g_N, axis=-1)                                       # [N, B, H, C]
   diff = b_N[..., :, None] - b_N[..., None, :]
   kk = jnp.einsum("nbhck,nbhsk->nbhcs", k_N, k_N)
   a_N = jnp.where(strict, beta_N[..., None] * jnp.exp(jnp.where(strict, diff, 0.0)) * kk, 0.0)
-  t_N = unit_lower_inverse(a_N)                                        # (I + A)^-1
+  t_N = inverse(a_N)                                                   # (I + A)^-1
   u_tilde_N = t_N @ (beta_N[..., None] * v_N)                          # [N, B, H, C, V]
   w_N = t_N @ ((beta_N * jnp.exp(b_N))[..., None] * k_N)               # [N, B, H, C, K]
   qk_decay_N = (jnp.einsum("nbhck,nbhsk->nbhcs", q_N, k_N)
                 * jnp.exp(jnp.where(causal, diff, -jnp.inf)))
   q_decay_N = q_N * jnp.exp(b_N)[..., None]
   k_decay_N = k_N * jnp.exp(b_N[..., -1:] - b_N)[..., None]
+  return u_tilde_N, w_N, qk_decay_N, q_decay_N, k_decay_N, b_N[..., -1]
+
+
+def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
+                     chunk_size=DEFAULT_CHUNK):
+  b, t, h, dk = q.shape
+  dv = v.shape[-1]
+  scale = dk ** -0.5 if scale is None else scale
+  c = max(1, min(chunk_size, t))
+  # State-independent, parallel over all chunks: the WY factors.
+  factors = wy_factors(q, k, v, g, beta, c)
 
   s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
         else initial_state.astype(jnp.float32))
@@ -72,7 +92,6 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
              + jnp.einsum("bhck,bhcv->bhkv", k_decay, u_BxHxCxV))
     return s_new, scale * o
 
-  s_final, o_N = jax.lax.scan(chunk_step, s0, (u_tilde_N, w_N, qk_decay_N, q_decay_N,
-                                               k_decay_N, b_N[..., -1]))
+  s_final, o_N = jax.lax.scan(chunk_step, s0, factors)
   o_NxBxCxHxV = jnp.moveaxis(o_N, 2, 3)
   return unchunk(o_NxBxCxHxV, t).astype(q.dtype), s_final

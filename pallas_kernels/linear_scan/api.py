@@ -1,8 +1,16 @@
 """Public entry point for simple GLA; models call only this."""
 
-from pallas_kernels.linear_scan import reference, xla
+import numbers
 
-IMPLEMENTATIONS = ("auto", "reference", "xla")
+import jax.numpy as jnp
+from jax.experimental.pallas import tpu as pltpu
+
+from pallas_kernels import dispatch
+from pallas_kernels.linear_scan import pallas_gpu, pallas_tpu, reference, xla
+
+IMPLEMENTATIONS = dispatch.IMPLEMENTATIONS
+DEFAULT_CHUNK = {"xla": xla.DEFAULT_CHUNK, "pallas_tpu": pallas_tpu.DEFAULT_CHUNK,
+                 "pallas_gpu": pallas_gpu.DEFAULT_CHUNK}
 
 
 def check_shapes(q, k, v, g, initial_state, beta=None):
@@ -17,14 +25,52 @@ def check_shapes(q, k, v, g, initial_state, beta=None):
     raise ValueError(f"initial_state must be [B, H, K, V] = {want}; got {initial_state.shape}")
 
 
+def check_dtypes(q, k, v, g, initial_state, beta=None):
+  """q, k, v share one floating dtype; g, beta and the state are floating (any width)."""
+  if not jnp.issubdtype(q.dtype, jnp.floating):
+    raise ValueError(f"q must be floating point; got {q.dtype}")
+  for name, x in (("k", k), ("v", v)):
+    if x.dtype != q.dtype:
+      raise ValueError(f"{name} must have q's dtype {q.dtype}; got {x.dtype}")
+  for name, x in (("g", g), ("beta", beta), ("initial_state", initial_state)):
+    if x is not None and not jnp.issubdtype(x.dtype, jnp.floating):
+      raise ValueError(f"{name} must be floating point; got {x.dtype}")
+
+
+def resolve(implementation, interpret, chunk_size, scale, default_chunk=DEFAULT_CHUNK):
+  """(implementation, interpret, chunk) with dispatch's rule; ``interpret`` may also be a
+  ``pltpu.InterpretParams`` (TPU interpreter options, e.g. race detection in tests). The scale
+  is baked into the kernels, so it must be a number, not an array."""
+  if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+    raise ValueError(f"scale must be a Python number or None; got {type(scale).__name__}")
+  params = interpret if isinstance(interpret, pltpu.InterpretParams) else None
+  impl, interp = dispatch.resolve(implementation, True if params is not None else interpret)
+  if params is not None and impl == "pallas_tpu":
+    interp = params
+  if chunk_size is None:
+    chunk_size = default_chunk.get(impl, xla.DEFAULT_CHUNK)
+  if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+    raise ValueError(f"chunk_size must be a positive int; got {chunk_size!r}")
+  return impl, interp, chunk_size
+
+
 def simple_gla(q, k, v, g, *, scale=None, initial_state=None, implementation="auto",
-               chunk_size: int = xla.DEFAULT_CHUNK):
+               chunk_size: int | None = None, interpret=None):
   """S_t = exp(g_t) S_{t-1} + k_t v_t^T, o_t = scale * q_t S_t (flash-linear-attention's
   conventions). q, k [B, T, H, K]; v [B, T, H, V]; g [B, T, H]; scale defaults to K**-0.5;
-  initial_state [B, H, K, V]. Returns (o [B, T, H, V], final_state [B, H, K, V] float32)."""
+  initial_state [B, H, K, V]. Returns (o [B, T, H, V], final_state [B, H, K, V] float32).
+
+  ``implementation``: one of IMPLEMENTATIONS ("auto": Pallas on TPU/GPU, XLA on CPU; see
+  ``pallas_kernels.dispatch``); ``chunk_size`` None = that implementation's default;
+  ``interpret`` as in ``dispatch.resolve`` (or a ``pltpu.InterpretParams`` for pallas_tpu)."""
   check_shapes(q, k, v, g, initial_state)
-  if implementation not in IMPLEMENTATIONS:
-    raise ValueError(f"implementation must be one of {IMPLEMENTATIONS}; got {implementation!r}")
-  if implementation == "reference":
+  check_dtypes(q, k, v, g, initial_state)
+  impl, interpret, chunk_size = resolve(implementation, interpret, chunk_size, scale)
+  if impl == "reference":
     return reference.simple_gla(q, k, v, g, scale=scale, initial_state=initial_state)
-  return xla.simple_gla(q, k, v, g, scale=scale, initial_state=initial_state, chunk_size=chunk_size)
+  if impl == "xla":
+    return xla.simple_gla(q, k, v, g, scale=scale, initial_state=initial_state,
+                          chunk_size=chunk_size)
+  module = pallas_tpu if impl == "pallas_tpu" else pallas_gpu
+  return module.simple_gla(q, k, v, g, scale=scale, initial_state=initial_state,
+                           chunk_size=chunk_size, interpret=interpret)

@@ -1,0 +1,18 @@
+"""The WY factors of the gated delta rule in the layout of the shared state-scan kernels
+(``linear_scan.state_scan``): XLA, parallel over chunks, differentiated by JAX."""
+
+import jax.numpy as jnp
+
+from pallas_kernels.delta_rule import xla
+
+
+def kernel_factors(q, k, v, g, beta, scale, chunk):
+  """(qd, kd, w, ut, aqk, gam), each [B, H, N*C, X] float32, with the scale folded into qd
+  and aqk. (I + A)^-1 by repeated squaring: a few matmuls per chunk."""
+  ut, w, aqk, qd, kd, b_last = xla.wy_factors(q, k, v, g, beta, chunk,
+                                              inverse=xla.unit_lower_inverse_by_squaring)
+  n, b, h, c = aqk.shape[:4]
+  layout = lambda x_NxBxHxCxX: jnp.moveaxis(x_NxBxHxCxX, 0, 2).reshape(b, h, n * c, -1)
+  gam = jnp.broadcast_to(jnp.exp(b_last)[..., None], (n, b, h, c))[..., None]
+  return (layout(scale * qd), layout(kd), layout(w), layout(ut), layout(scale * aqk),
+          layout(gam))
