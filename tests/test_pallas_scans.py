@@ -10,10 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax import export
 from jax.experimental.pallas import tpu as pltpu
 
 from pallas_kernels import dispatch
+from pallas_kernels.export import TRITON_CALL, export_for
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
 from pallas_kernels.linear_scan import xla as scan_xla
@@ -118,7 +118,7 @@ def test_kernel_matches_per_token_reference(impl, op, case):
 @pytest.mark.parametrize("op", ["simple_gla", "gated_delta_rule"])
 def test_forward_and_backward_lower_for_the_accelerator(op, platform):
   """Compiled (interpret=False) kernels lower from CPU at a realistic shape; Triton's custom
-  call carries no serialisation-compatibility guarantee, so export must be told to allow it."""
+  call needs the export helper (pallas_kernels.export)."""
   impl = "pallas_tpu" if platform == "tpu" else "pallas_gpu"
   b, t, h, d = 1, 1024, 2, 128
   bf16 = lambda *s: jax.ShapeDtypeStruct(s, jnp.bfloat16)
@@ -137,10 +137,9 @@ def test_forward_and_backward_lower_for_the_accelerator(op, platform):
     o, s = f(*a)
     return jnp.sum(o.astype(jnp.float32)) + jnp.sum(s)
 
-  checks = [export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")]
-  kernel_call = "tpu_custom_call" if platform == "tpu" else "__gpu$xla.gpu.triton"
+  kernel_call = "tpu_custom_call" if platform == "tpu" else TRITON_CALL
   for fn, n_kernels in ((f, 1), (jax.grad(loss, argnums=tuple(range(6))), 2)):
-    exported = export.export(jax.jit(fn), platforms=[platform], disabled_checks=checks)(*args)
+    exported = export_for(fn, args, platform)
     assert exported.mlir_module().count(kernel_call) >= n_kernels
 
 

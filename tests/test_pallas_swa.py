@@ -12,13 +12,13 @@ import pytest
 from jax.experimental.pallas import tpu as pltpu
 
 from pallas_kernels import dispatch
+from pallas_kernels.export import TRITON_CALL, export_for
 from pallas_kernels.swa import api, pallas_gpu, pallas_tpu, reference
 
 # Two simulated cores split the "parallel" grid axes, so writes of one output block from
 # two of them (a wrong dimension_semantics) show up as races.
 TPU_INTERPRET = pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise",
                                       num_cores_or_threads=2)
-TRITON_CALL = "__gpu$xla.gpu.triton"
 
 
 def _qkv(b, t, h, kv, d, dtype=jnp.float32, seed=0):
@@ -114,10 +114,7 @@ def test_tpu_grid_visits_only_the_band():
 
 
 def _export(f, args, platform):
-  # Triton custom calls carry no serialization-compatibility guarantee, so jax.export
-  # refuses them unless that check is disabled; the lowering itself is what we test.
-  checks = [jax.export.DisabledSafetyCheck.custom_call(TRITON_CALL)] if platform == "cuda" else []
-  return jax.export.export(jax.jit(f), platforms=[platform], disabled_checks=checks)(*args)
+  return export_for(f, args, platform)
 
 
 @pytest.mark.parametrize("implementation,platform,call,d", [
