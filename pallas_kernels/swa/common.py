@@ -53,3 +53,21 @@ def pad_axis(x, axis: int, size: int):
   widths = [(0, 0)] * x.ndim
   widths[axis] = (0, size - x.shape[axis])
   return jnp.pad(x, widths)
+
+
+def with_flash_vjp(forward, backward):
+  """attend(q, k, v) = forward(q, k, v)[0], differentiated flash-attention-2 style: the
+  forward saves O and the row log-sum-exp, ``backward(q, k, v, o, lse, do)`` returns dq, dk, dv."""
+  @jax.custom_vjp
+  def attend(q, k, v):
+    return forward(q, k, v)[0]
+
+  def attend_fwd(q, k, v):
+    o, lse = forward(q, k, v)
+    return o, (q, k, v, o, lse)
+
+  def attend_bwd(res, do):
+    return backward(*res, do)
+
+  attend.defvjp(attend_fwd, attend_bwd)
+  return attend

@@ -156,19 +156,7 @@ def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, c, interpret):
     group_sum = lambda x, like: x.reshape(b, t_pad, n_kv, g, d).sum(3).astype(like.dtype)
     return dq, group_sum(dk_h, k), group_sum(dv_h, v)
 
-  @jax.custom_vjp
-  def attend(q, k, v):
-    return forward(q, k, v)[0]
-
-  def attend_fwd(q, k, v):
-    o, lse = forward(q, k, v)
-    return o, (q, k, v, o, lse)
-
-  def attend_bwd(res, do):
-    return backward(*res, do)
-
-  attend.defvjp(attend_fwd, attend_bwd)
-  return attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
+  return common.with_flash_vjp(forward, backward)(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
 
 
 def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, scale=None,

@@ -187,19 +187,7 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
             q, k, v, do, lse, delta)
     return dq, dk, dv
 
-  @jax.custom_vjp
-  def attend(q, k, v):
-    return forward(q, k, v)[0]
-
-  def attend_fwd(q, k, v):
-    o, lse = forward(q, k, v)
-    return o, (q, k, v, o, lse)
-
-  def attend_bwd(res, do):
-    return backward(*res, do)
-
-  attend.defvjp(attend_fwd, attend_bwd)
-  return attend(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD)
+  return common.with_flash_vjp(forward, backward)(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD)
 
 
 def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, scale=None,
