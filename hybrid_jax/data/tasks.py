@@ -383,8 +383,13 @@ def make_batch(name: str, *, length: int, depth: float, seed: int, indices, toke
   """dict(tokens int32 [N, length], answer_mask / evidence_mask bool [N, length],
   answer_class int32 [N]) of the examples ``indices``."""
   _check_args(name, length, depth, n_classes)
-  examples = [make_example(name, length=length, depth=depth, seed=seed, index=int(i),
-                           tokenizer=tokenizer, corpus=corpus, n_classes=n_classes) for i in indices]
+  return stack_examples([make_example(name, length=length, depth=depth, seed=seed, index=int(i),
+                                      tokenizer=tokenizer, corpus=corpus, n_classes=n_classes)
+                         for i in indices], length)
+
+
+def stack_examples(examples, length: int) -> dict:
+  """make_batch's dict from a list of Examples (shared by every task family)."""
   n = len(examples)
   answer = np.zeros((n, length), bool)
   evidence = np.zeros((n, length), bool)

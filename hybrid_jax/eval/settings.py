@@ -15,9 +15,10 @@ NOT_IN_ID = ("every",)
 
 
 def task_module():
-  """``hybrid_jax.data.tasks``, imported late (configs import this module)."""
-  from hybrid_jax.data import tasks
-  return tasks
+  """``hybrid_jax.data.task_families`` (every task by name), imported late (configs import
+  this module)."""
+  from hybrid_jax.data import task_families
+  return task_families
 
 
 def task_names(spec: str) -> tuple[str, ...]:
@@ -26,7 +27,8 @@ def task_names(spec: str) -> tuple[str, ...]:
   if spec == "":
     return ()
   if spec == "all":
-    return tuple(task_module().TASK_NAMES)
+    module = task_module()
+    return tuple(getattr(module, "ALL_TASKS", module.TASK_NAMES))
   return tuple(n.strip() for n in spec.split(",") if n.strip())
 
 
@@ -118,9 +120,9 @@ class EvalSettings:
 
   def settings_id(self, reference_step: int | None = None) -> str:
     """Hash of every number-changing setting (the resolved reference step included)."""
-    from hybrid_jax.data.tasks import TASKS_VERSION
+    from hybrid_jax.data.task_families import versions
     d = self.to_dict()
     d["reference_step"] = reference_step if reference_step is not None else self.reference_step
-    d["tasks_version"] = TASKS_VERSION      # the examples themselves changed: evaluate again
+    d.update(versions(self.tasks))          # the examples themselves changed: evaluate again
     blob = json.dumps(d, sort_keys=True)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]

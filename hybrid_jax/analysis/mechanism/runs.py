@@ -67,22 +67,26 @@ class Run:
 def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0, seed=None):
   """``samples`` examples of ``task`` at depths spread evenly over (0, 1), indices 0..N-1
   at ``eval.seed``: the same inputs for every run and checkpoint."""
-  from hybrid_jax.data import tasks
+  from hybrid_jax.data import task_families
   from hybrid_jax.eval.retrieval import task_inputs
   tokenizer, corpus = task_inputs(cfg)
   seed = cfg.eval.seed if seed is None else seed
-  return [tasks.make_example(task, length=length, depth=(i + 0.5) / samples, seed=seed, index=i,
+  return [task_families.make_example(task, length=length, depth=(i + 0.5) / samples, seed=seed, index=i,
                              tokenizer=tokenizer, corpus=corpus, n_classes=n_classes)
           for i in range(samples)]
 
 
 def check_task(task: str, length: int, n_classes: int = 0):
-  from hybrid_jax.data import tasks
-  if n_classes and task not in tasks.CLOSED_SET_TASKS:
-    raise AnalysisInputError(f"--task: {task} has no closed-set answer to probe "
-                             f"(closed-set tasks: {', '.join(tasks.CLOSED_SET_TASKS)})")
+  from hybrid_jax.data import task_families
   try:
-    tasks._check_args(task, length, 0.5, n_classes)
+    task_families.family(task)
+  except ValueError as e:
+    raise AnalysisInputError(f"--task: {str(e).split(':', 1)[1].strip()}") from None
+  if n_classes and task not in task_families.CLOSED_SET_TASKS:
+    raise AnalysisInputError(f"--task: {task} has no closed-set answer to probe "
+                             f"(closed-set tasks: {', '.join(task_families.CLOSED_SET_TASKS)})")
+  try:
+    task_families.check_args(task, length, 0.5, n_classes)
   except ValueError as e:
     arg = str(e).split(":", 1)[0]
     flag = {"name": "--task", "length": "--length", "n_classes": "--classes"}.get(arg, arg)

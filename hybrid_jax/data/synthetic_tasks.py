@@ -1,0 +1,103 @@
+"""Long-context tasks in the token space of the ``synthetic`` training source, with the
+contract of ``hybrid_jax.data.tasks`` (exact length, answer and evidence positions, a pure
+function of the arguments, closed-set classes for probing).
+
+A model trained on the synthetic source has never seen text, so the RULER-style text tasks
+measure nothing on it; ``kv_recall`` asks what it was trained to do, at a controlled
+distance:
+
+  kv_recall  Zipf-word filler with ``N_NEEDLES`` facts ``KV key value`` (distinct keys), then
+             the query ``Q key`` for the fact at ``depth``; the answer is its value token.
+             The query-to-evidence distance is about (1 - depth) x length.
+
+Token ids are the synthetic source's (filler < 160, marks, keys, values < 256): the byte
+tokenizer's vocabulary, which is what runs on that source use.
+"""
+
+import numpy as np
+
+from hybrid_jax.data import synthetic as S
+from hybrid_jax.data.tasks import Example
+from hybrid_jax.data.tokenizer import ByteTokenizer
+
+TASKS_VERSION = 1
+TASK_NAMES = ("kv_recall",)
+CLOSED_SET_TASKS = ("kv_recall",)
+MAX_CLASSES = len(S.VALUES)
+N_NEEDLES = 4
+NEEDLE, QUERY = 3, 3             # KV key value / Q key value
+MIN_HAYSTACK = 16
+_TAG = 0x4B56
+
+
+def min_length(name: str) -> int:
+  _check_name(name)
+  return N_NEEDLES * NEEDLE + QUERY + MIN_HAYSTACK
+
+
+def _check_name(name):
+  if not isinstance(name, str) or name not in TASK_NAMES:
+    raise ValueError(f"name: unknown task {name!r} (known: {', '.join(TASK_NAMES)})")
+
+
+def _check_args(name, length, depth, n_classes, tokenizer=None):
+  _check_name(name)
+  if isinstance(length, bool) or not isinstance(length, (int, np.integer)):
+    raise ValueError(f"length: must be an integer (got {length!r})")
+  if length < min_length(name):
+    raise ValueError(f"length: {length!r} is below the minimum {min_length(name)} of task {name!r}")
+  if not 0.0 <= depth <= 1.0:
+    raise ValueError(f"depth: must be in [0, 1] (got {depth!r})")
+  if n_classes and not 2 <= n_classes <= MAX_CLASSES:
+    raise ValueError(f"n_classes: must be in [2, {MAX_CLASSES}] (got {n_classes!r})")
+  if tokenizer is not None and not isinstance(tokenizer, ByteTokenizer):
+    raise ValueError(f"tokenizer: task {name!r} is written in the synthetic source's token ids, "
+                     "which only the byte tokenizer's vocabulary holds")
+
+
+def _filler(rng, n):
+  words, lengths, probs = S._lexicon()
+  ids = rng.choice(len(probs), size=n // 2 + 1, p=probs)
+  keep = np.arange(words.shape[1])[None, :] < lengths[ids][:, None]
+  return words[ids][keep][:n].astype(np.int32)
+
+
+def make_example(name: str, *, length: int, depth: float, seed: int, index: int,
+                 tokenizer=None, corpus=None, n_classes: int = 0) -> Example:
+  """One example of ``length`` tokens (``corpus`` is unused: the filler is the source's)."""
+  _check_args(name, length, depth, n_classes, tokenizer)
+  rng = np.random.default_rng([seed, index, _TAG, 0])
+  keys = rng.choice(S.KEYS, size=N_NEEDLES, replace=False)
+  cls = int(rng.integers(n_classes)) if n_classes else -1
+  values = rng.choice(S.VALUES, size=N_NEEDLES)
+  if n_classes:
+    values[0] = S.VALUES[cls]
+  context = length - QUERY
+  budget = context - N_NEEDLES * NEEDLE                    # filler tokens
+  # Needle 0 (the asked one) goes at ``depth`` of the filler, the others at seeded depths.
+  at = [int(round(depth * budget))] + sorted(int(x) for x in rng.integers(0, budget + 1, N_NEEDLES - 1))
+  hay = _filler(np.random.default_rng([seed, index, _TAG, 1]), budget)
+  order = sorted(range(N_NEEDLES), key=lambda i: (at[i], i))
+  parts, cursor, evidence = [], 0, None
+  for i in order:
+    parts.append(hay[cursor:at[i]])
+    cursor = at[i]
+    start = sum(len(p) for p in parts)
+    parts.append(np.array([S.KV_MARK, keys[i], values[i]], np.int32))
+    if i == 0:
+      evidence = start + 2
+  parts.append(hay[cursor:])
+  parts.append(np.array([S.Q_MARK, keys[0], values[0]], np.int32))
+  tokens = np.concatenate(parts).astype(np.int32)
+  assert len(tokens) == length, (len(tokens), length)
+  return Example(tokens=tokens, answer_positions=np.array([length - 1]),
+                 evidence_positions=np.array([evidence]), depth=float(depth), answer_class=cls)
+
+
+def make_batch(name: str, *, length: int, depth: float, seed: int, indices, tokenizer=None,
+               corpus=None, n_classes: int = 0) -> dict:
+  from hybrid_jax.data.tasks import stack_examples
+  _check_args(name, length, depth, n_classes, tokenizer)
+  return stack_examples([make_example(name, length=length, depth=depth, seed=seed, index=int(i),
+                                      tokenizer=tokenizer, corpus=corpus, n_classes=n_classes)
+                         for i in indices], length)
