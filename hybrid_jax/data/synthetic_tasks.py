@@ -17,7 +17,7 @@ tokenizer's vocabulary, which is what runs on that source use.
 import numpy as np
 
 from hybrid_jax.data import synthetic as S
-from hybrid_jax.data.tasks import Example
+from hybrid_jax.data.tasks import Example, stack_examples
 from hybrid_jax.data.tokenizer import ByteTokenizer
 
 TASKS_VERSION = 1
@@ -96,7 +96,6 @@ def make_example(name: str, *, length: int, depth: float, seed: int, index: int,
 
 def make_batch(name: str, *, length: int, depth: float, seed: int, indices, tokenizer=None,
                corpus=None, n_classes: int = 0) -> dict:
-  from hybrid_jax.data.tasks import stack_examples
   _check_args(name, length, depth, n_classes, tokenizer)
   return stack_examples([make_example(name, length=length, depth=depth, seed=seed, index=int(i),
                                       tokenizer=tokenizer, corpus=corpus, n_classes=n_classes)
