@@ -133,10 +133,12 @@ def bench_scan(name, op, args, dtype, impls, peak):
     timed = {}
     for impl in impls:
       if name == "gla":
-        f = lambda q, k, v, g, impl=impl: op(q, k, v, g, implementation=impl)
+        f = lambda q, k, v, g, impl=impl: op(q, k, v, g, implementation=impl,
+                                             chunk_size=args.chunk)
         inputs = (q, k, v, g)
       else:
-        f = lambda q, k, v, g, beta, impl=impl: op(q, k, v, g, beta, implementation=impl)
+        f = lambda q, k, v, g, beta, impl=impl: op(q, k, v, g, beta, implementation=impl,
+                                                   chunk_size=args.chunk)
         inputs = (q, k, v, g, beta)
       timed[impl] = fwd_and_fwd_bwd(f, inputs, args.reps)
     flops = (gla_flops if name == "gla" else delta_flops)(b, t, h, dk, dv, args.chunk)

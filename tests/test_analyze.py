@@ -8,6 +8,7 @@ import shutil
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
 import numpy as np
 import pytest
 from scipy.optimize import check_grad
@@ -160,7 +161,13 @@ def test_constraining_swa_layers_to_their_window_or_more_changes_nothing():
   for w in (8, 9, 64):
     np.testing.assert_array_equal(logits(constrain.plans(w)["efficient_constrained"]), base)
     np.testing.assert_array_equal(logits(constrain.plans(w)["full_constrained"]), base)
-  assert np.abs(logits(constrain.plans(3)["efficient_constrained"]) - base).max() > 1e-3
+  capped = logits(constrain.plans(3)["efficient_constrained"])
+  assert np.abs(capped - base).max() > 1e-3
+  # The cap really is a window: the same weights in a window-3 model give the same logits.
+  narrow = build_model(resolve(tiny_config("S", n_layers=2, window=3)).model, 0)
+  nnx.update(narrow, nnx.state(model))
+  want = np.asarray(narrow(jnp.asarray(tokens, jnp.int32)))
+  np.testing.assert_allclose(capped, want, rtol=1e-5, atol=1e-5)
 
 
 def test_recurrent_reset_sees_only_its_block():
@@ -288,7 +295,8 @@ def test_cli_bad_input_one_line_nothing_written(run_dir, tmp_path, capsys):
            (["constrain", run_dir, "--window", 0], "--window"),
            (["probe", run_dir, "--samples", 4, "--classes", 8], "--samples"),
            (["heads", run_dir, "--length", 20], "--length"),
-           (["probe", run_dir, "--task", "mqar"], "--task")]
+           (["probe", run_dir, "--task", "mqar"], "--task"),
+           (["heads", run_dir, "--length", LENGTH, "--query-offset", 100000], "--query-offset")]
   for argv, needle in cases:
     with pytest.raises(SystemExit) as e:
       _analyze(*argv)
@@ -321,3 +329,13 @@ def test_cli_defaults_are_per_subcommand():
   parse = lambda *a: _parser().parse_args(list(a))
   assert [parse(w, "RUN").samples for w in ("heads", "probe", "gradient")] == [16, 64, 4]
   assert parse("trace", "A", "B").run == ["A", "B"] and parse("heads", "A").run == "A"
+
+
+def test_mean_ablation_does_not_leak_later_tokens_into_earlier_rows():
+  from hybrid_jax.analysis.mechanism import forward as F
+  o = jax.random.normal(jax.random.PRNGKey(0), (2, 10, 4, 3))
+  changed = o.at[:, 6:].add(5.0)                              # only positions 6.. differ
+  a, b = (F.ablate_heads(x, [1, 2], "mean") for x in (o, changed))
+  np.testing.assert_array_equal(a[:, :6], b[:, :6])
+  np.testing.assert_allclose(a[:, 3, 1], o[:, :4, 1].mean(axis=1), rtol=1e-6)   # mean up to row 3
+  np.testing.assert_array_equal(a[:, :, 0], o[:, :, 0])       # other heads untouched

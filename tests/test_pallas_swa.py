@@ -61,7 +61,7 @@ TOL = {jnp.float32: dict(out=1e-5, grad=2e-5), jnp.bfloat16: dict(out=3e-2, grad
 
 
 def _check_against_reference(implementation, block, interpret, t, window, h, kv, dtype):
-  q, k, v = _qkv(1, t, h, kv, 8, dtype)
+  q, k, v = _qkv(2, t, h, kv, 8, dtype)   # two batch rows: the batch index maps
   kernel = lambda q, k, v: api.sliding_window_attention(
       q, k, v, window=window, implementation=implementation, block_size=block,
       interpret=interpret)

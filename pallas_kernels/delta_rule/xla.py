@@ -35,20 +35,6 @@ def unit_lower_inverse(a_xCxC):
   return jax.lax.fori_loop(0, c, row, jnp.zeros_like(a_xCxC))
 
 
-def unit_lower_inverse_by_squaring(a_xCxC):
-  """(I + A)^-1 = prod_j (I + (-A)^(2^j)), j < ceil(log2 C), for strictly lower-triangular A
-  (nilpotent, A^C = 0): log2(C) pairs of matmuls instead of C dependent row updates, which
-  suits an accelerator's matrix unit."""
-  c = a_xCxC.shape[-1]
-  eye = jnp.eye(c, dtype=a_xCxC.dtype)
-  power = -a_xCxC
-  inverse = eye + power
-  for _ in range(max(0, (c - 1).bit_length() - 1)):
-    power = power @ power
-    inverse = inverse @ (eye + power)
-  return inverse
-
-
 def wy_factors(q, k, v, g, beta, c, inverse=unit_lower_inverse):
   """The state-independent per-chunk factors, [N, B, H, C, ...] float32, T padded to a multiple
   of c with k = v = beta = 0, g = 0 (which leaves the state unchanged):

@@ -101,6 +101,12 @@ def _check(args) -> list[Run]:
       from hybrid_jax.eval.checkpoints import load_run_config
       args.length = int(load_run_config(run.path).eval.lengths[0])
     check_task(args.task, args.length, args.classes if args.what == "probe" else 0)
+    if args.what in ("heads", "trace") and args.query_offset:
+      first = min(int(ex.answer_positions[0]) for ex in
+                  niah_examples(run.cfg, args.task, args.length, args.samples))
+      if args.query_offset > first - 1:
+        raise AnalysisInputError(f"--query-offset: {args.query_offset} reaches before the start "
+                                 f"of the examples (at most {first - 1} at --length {args.length})")
     k = {"heads": "top_k", "trace": "top_k", "ablate": "k"}.get(args.what)
     if k and getattr(args, k) > _n_heads(run):
       raise AnalysisInputError(f"--{k.replace('_', '-')}: {getattr(args, k)} is more than the "

@@ -111,13 +111,16 @@ def attention_heads(mixer, h_BxTxD, windows_H):
 
 
 def ablate_heads(o_BxTxHxDh, heads, mode: str):
-  """Heads' outputs zeroed, or replaced by their mean over positions (per sequence)."""
+  """Heads' outputs zeroed, or replaced at each position by their mean over the positions up
+  to it (a causal running mean: a mean over the whole sequence would leak later tokens, the
+  answers included, into earlier rows)."""
   idx = jnp.asarray(heads)
   if mode == "zero":
     fill = jnp.zeros_like(o_BxTxHxDh[:, :, idx])
   elif mode == "mean":
-    fill = jnp.broadcast_to(o_BxTxHxDh[:, :, idx].mean(axis=1, keepdims=True),
-                            o_BxTxHxDh[:, :, idx].shape)
+    o = o_BxTxHxDh[:, :, idx].astype(jnp.float32)
+    count_T = jnp.arange(1, o.shape[1] + 1, dtype=jnp.float32)[None, :, None, None]
+    fill = (jnp.cumsum(o, axis=1) / count_T).astype(o_BxTxHxDh.dtype)
   else:
     raise ValueError(f"ablate_mode must be zero or mean; got {mode!r}")
   return o_BxTxHxDh.at[:, :, idx].set(fill)
