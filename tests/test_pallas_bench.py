@@ -47,3 +47,14 @@ def test_library_baseline_computes_the_same_window():
   for w in (1, 5, 24):
     got = jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=(w - 1, 0))
     np.testing.assert_allclose(got, sliding_window_attention(q, k, v, window=w), atol=1e-5)
+
+
+def test_dispatch_hands_tpu_interpreter_options_to_the_tpu_kernel_only():
+  from jax.experimental.pallas import tpu as pltpu
+  from pallas_kernels import dispatch
+  options = pltpu.InterpretParams(detect_races=True)
+  assert dispatch.resolve("pallas_tpu", options) == ("pallas_tpu", options)
+  assert dispatch.resolve("pallas_gpu", options) == ("pallas_gpu", True)
+  assert dispatch.resolve("pallas_tpu") == ("pallas_tpu", True)           # CPU: interpreted
+  assert dispatch.resolve("pallas_gpu", False) == ("pallas_gpu", False)   # lowering only
+  assert dispatch.resolve("xla", options) == ("xla", False)

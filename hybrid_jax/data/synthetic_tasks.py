@@ -14,10 +14,12 @@ Token ids are the synthetic source's (filler < 160, marks, keys, values < 256): 
 tokenizer's vocabulary, which is what runs on that source use.
 """
 
+import sys
+
 import numpy as np
 
 from hybrid_jax.data import synthetic as S
-from hybrid_jax.data.tasks import Example, stack_examples
+from hybrid_jax.data.tasks import Example, check_example_args, stack_examples
 from hybrid_jax.data.tokenizer import ByteTokenizer
 
 TASKS_VERSION = 1
@@ -31,25 +33,13 @@ _TAG = 0x4B56
 
 
 def min_length(name: str) -> int:
-  _check_name(name)
+  if name not in TASK_NAMES:
+    check_example_args(sys.modules[__name__], name, 0, 0.0, 0)   # the unknown-name error
   return N_NEEDLES * NEEDLE + QUERY + MIN_HAYSTACK
 
 
-def _check_name(name):
-  if not isinstance(name, str) or name not in TASK_NAMES:
-    raise ValueError(f"name: unknown task {name!r} (known: {', '.join(TASK_NAMES)})")
-
-
 def _check_args(name, length, depth, n_classes, tokenizer=None):
-  _check_name(name)
-  if isinstance(length, bool) or not isinstance(length, (int, np.integer)):
-    raise ValueError(f"length: must be an integer (got {length!r})")
-  if length < min_length(name):
-    raise ValueError(f"length: {length!r} is below the minimum {min_length(name)} of task {name!r}")
-  if not 0.0 <= depth <= 1.0:
-    raise ValueError(f"depth: must be in [0, 1] (got {depth!r})")
-  if n_classes and not 2 <= n_classes <= MAX_CLASSES:
-    raise ValueError(f"n_classes: must be in [2, {MAX_CLASSES}] (got {n_classes!r})")
+  check_example_args(sys.modules[__name__], name, length, depth, n_classes)
   if tokenizer is not None and not isinstance(tokenizer, ByteTokenizer):
     raise ValueError(f"tokenizer: task {name!r} is written in the synthetic source's token ids, "
                      "which only the byte tokenizer's vocabulary holds")

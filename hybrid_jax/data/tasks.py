@@ -21,6 +21,7 @@ first of a chain); the other needles go to depths drawn from the seed.
 
 import dataclasses
 import functools
+import sys
 
 import numpy as np
 
@@ -305,16 +306,24 @@ def min_length(name: str) -> int:
   return _fixed_length(_plan(name, _Longest(), 0.0, 0), ByteTokenizer()) + MIN_HAYSTACK
 
 
-def _check_args(name, length, depth, n_classes):
-  _check_name(name)
+def check_example_args(family, name, length, depth, n_classes):
+  """The argument errors every task family shares (``family``: a module with TASK_NAMES,
+  min_length and MAX_CLASSES), each naming its argument."""
+  if not isinstance(name, str) or name not in family.TASK_NAMES:
+    raise ValueError(f"name: unknown task {name!r} (known: {', '.join(family.TASK_NAMES)})")
   if isinstance(length, bool) or not isinstance(length, (int, np.integer)):
     raise ValueError(f"length: must be an integer (got {length!r})")
-  if length < min_length(name):
-    raise ValueError(f"length: {length!r} is below the minimum {min_length(name)} of task {name!r}")
+  shortest = family.min_length(name)
+  if length < shortest:
+    raise ValueError(f"length: {length!r} is below the minimum {shortest} of task {name!r}")
   if not 0.0 <= depth <= 1.0:
     raise ValueError(f"depth: must be in [0, 1] (got {depth!r})")
-  if n_classes and not 2 <= n_classes <= MAX_CLASSES:
-    raise ValueError(f"n_classes: must be in [2, {MAX_CLASSES}] (got {n_classes!r})")
+  if n_classes and not 2 <= n_classes <= family.MAX_CLASSES:
+    raise ValueError(f"n_classes: must be in [2, {family.MAX_CLASSES}] (got {n_classes!r})")
+
+
+def _check_args(name, length, depth, n_classes):
+  check_example_args(sys.modules[__name__], name, length, depth, n_classes)
 
 
 def make_example(name: str, *, length: int, depth: float, seed: int, index: int,

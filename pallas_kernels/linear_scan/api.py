@@ -3,7 +3,6 @@
 import numbers
 
 import jax.numpy as jnp
-from jax.experimental.pallas import tpu as pltpu
 
 from pallas_kernels import dispatch
 from pallas_kernels.linear_scan import pallas_gpu, pallas_tpu, reference, xla
@@ -38,15 +37,12 @@ def check_dtypes(q, k, v, g, initial_state, beta=None):
 
 
 def resolve(implementation, interpret, chunk_size, scale, default_chunk=DEFAULT_CHUNK):
-  """(implementation, interpret, chunk) with dispatch's rule; ``interpret`` may also be a
-  ``pltpu.InterpretParams`` (TPU interpreter options, e.g. race detection in tests). The scale
+  """(implementation, interpret, chunk) with dispatch's rule (``interpret`` may be the TPU
+  interpreter's options, as there). The scale
   is baked into the kernels, so it must be a number, not an array."""
   if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
     raise ValueError(f"scale must be a Python number or None; got {type(scale).__name__}")
-  params = interpret if isinstance(interpret, pltpu.InterpretParams) else None
-  impl, interp = dispatch.resolve(implementation, True if params is not None else interpret)
-  if params is not None and impl == "pallas_tpu":
-    interp = params
+  impl, interp = dispatch.resolve(implementation, interpret)
   if chunk_size is None:
     chunk_size = default_chunk.get(impl, xla.DEFAULT_CHUNK)
   if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:

@@ -42,13 +42,10 @@ def sliding_window_attention(q, k, v, *, window: int, scale: float | None = None
   (interpret exactly on CPU), a bool, or a ``pltpu.InterpretParams`` (pallas_tpu only).
   """
   window = _check(q, k, v, window)
-  wants_interpret = None if interpret is None else bool(interpret)
-  implementation, interpreted = dispatch.resolve(implementation, wants_interpret)
+  implementation, interpreted = dispatch.resolve(implementation, interpret)
   if implementation == "reference":
     return reference.sliding_window_attention(q, k, v, window=window, scale=scale)
   if implementation == "xla":
     return xla.sliding_window_attention(q, k, v, window=window, scale=scale, block_size=block_size)
-  if interpreted and interpret not in (None, True):
-    interpreted = interpret          # the caller's interpreter settings (e.g. race detection)
   return _PALLAS[implementation].sliding_window_attention(
       q, k, v, window=window, scale=scale, block_size=block_size, interpret=interpreted)
