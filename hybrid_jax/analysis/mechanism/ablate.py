@@ -1,5 +1,5 @@
 """Head ablation: the NIAH accuracy drop when the top-k retrieval heads are zeroed (or
-set to their mean output over positions), against k random heads of the same layers."""
+set to a causal running mean of their output), against k random heads of the same layers."""
 
 import numpy as np
 
