@@ -25,7 +25,7 @@ from pallas_kernels.swa import api as swa_api
 class Plan:
   """Inference-time interventions; hashable, so one jitted program per plan."""
   ablate: tuple = ()              # ((layer, (head, ...)), ...): heads whose output is replaced
-  ablate_mode: str = "zero"       # zero | mean (the head's mean output over positions)
+  ablate_mode: str = "zero"       # zero | mean (a causal running mean of the head's output)
   cap_full: int | None = None     # window cap on full heads (F layers, the full heads of H)
   cap_local: int | None = None    # window cap on windowed heads (S layers, local heads of H)
   reset_block: int | None = None  # recurrent mixers run on blocks of this many tokens
