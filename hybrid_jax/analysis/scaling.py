@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import huber, logsumexp
+from scipy.special import huber
 
 FORMULAS = ("no_constant", "with_constant")
 LOSS_COLUMNS = ("loss", "short_loss", "heldout_loss", "train_loss")
@@ -107,7 +107,9 @@ class Fit:
 
 
 def fit(points: Points, *, formula: str = "no_constant", alpha_bounds=(0.2, 0.3),
-        beta_bounds=(0.0, 2.0), delta: float = 1e-3) -> Fit:
+        beta_bounds=(0.0, 2.0), delta: float = 1e-3, max_starts: int | None = None) -> Fit:
+  """Minimise the Huber loss of log residuals from a grid of starting points (all of them,
+  or ``max_starts`` spread evenly over the grid: a quicker, rougher search)."""
   if formula not in FORMULAS:
     raise TableError(f"--formula must be one of {FORMULAS}, got {formula!r}")
   log_n, log_d, log_y = np.log(points.n), np.log(points.d), np.log(points.y)
@@ -118,7 +120,7 @@ def fit(points: Points, *, formula: str = "no_constant", alpha_bounds=(0.2, 0.3)
     finite differences, which makes the multi-start grid affordable)."""
     terms = [x[0] - x[1] * log_n, x[2] - x[3] * log_d] + ([np.full_like(log_n, x[4])] if with_e else [])
     terms = np.stack(terms)
-    log_pred = logsumexp(terms, axis=0)
+    log_pred = np.logaddexp.reduce(terms, axis=0)   # (scipy's logsumexp: 3x slower here)
     r = log_pred - log_y
     weights = np.exp(terms - log_pred)              # d log_pred / d term
     g_r = np.clip(r, -delta, delta)                 # d huber / d r
@@ -133,6 +135,9 @@ def fit(points: Points, *, formula: str = "no_constant", alpha_bounds=(0.2, 0.3)
                            np.linspace(0, 20, 4), np.linspace(max(beta_bounds[0], 0.05),
                                                               min(beta_bounds[1], 1.0), 3),
                            *([np.linspace(-1, 1.5, 3)] if with_e else []))
+  grid = list(grid)
+  if max_starts is not None and max_starts < len(grid):
+    grid = [grid[i] for i in np.linspace(0, len(grid) - 1, max_starts).round().astype(int)]
   best = None
   for x0 in grid:
     res = minimize(objective, np.array(x0, float), jac=True, method="L-BFGS-B", bounds=bounds)

@@ -18,7 +18,11 @@ class Size:
 
 
 SIZES = {
-    # CPU toys, ~0.2M .. ~8M non-embedding parameters (full-attention baseline).
+    # CPU toys, ~0.03M .. ~8M non-embedding parameters (full-attention baseline). The two
+    # smallest exist for the toy scaling study (experiments/scaling), where three sizes must
+    # fit a CPU budget.
+    "toy-3xs": Size(2, 32, 2, 1, 96),
+    "toy-2xs": Size(2, 64, 4, 2, 192),
     "toy-xs": Size(4, 64, 4, 2, 192),
     "toy-s": Size(4, 128, 4, 2, 320),
     "toy-m": Size(8, 192, 6, 2, 480),

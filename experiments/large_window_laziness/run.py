@@ -1,0 +1,205 @@
+"""Finding 3, "Large-Window Laziness", in one command:
+
+    python experiments/large_window_laziness/run.py [--root runs/toy_study] [--parallel 2]
+
+Trains the runs of sweep.py that the root lacks (SWA/full hybrids with windows 4, 16, 32 of
+T = 64, and full attention; three seeds), traces the retrieval heads of every hybrid over
+its checkpoints (``hybrid-jax analyze trace``), and writes REPORT.md and its figures here.
+Does a larger window delay the formation of the full-attention layers' retrieval heads?
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from hybrid_jax.analysis import study  # noqa: E402
+from hybrid_jax.configs import toy_study as T  # noqa: E402
+
+HERE = Path(__file__).parent
+FAR = study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
+THRESHOLD = 0.25          # far accuracy taken as "emerged" (chance 1/64)
+TRACE = dict(task="kv_recall", length=64, top_k=4, samples=32)
+
+
+def trace(run) -> dict:
+  out = run.path / "analysis" / "trace.json"
+  if not out.exists():
+    study.cli("analyze", "trace", run.path, "--task", TRACE["task"], "--length", TRACE["length"],
+              "--top-k", TRACE["top_k"], "--samples", TRACE["samples"])
+  return json.loads(out.read_text())
+
+
+def head_curves(tr: dict, key: str):
+  """(tokens_K, the top heads' mean ``key`` at each checkpoint)."""
+  pts = [p for p in tr["points"] if p["tokens"] > 0]
+  return (np.array([p["tokens"] for p in pts], float),
+          np.array([np.mean([h[key] for h in p["heads"]]) for p in pts]))
+
+
+def formation_tokens(tokens_K, mass_K, frac: float = 0.5):
+  """Tokens at which the top heads' retrieval mass first reaches ``frac`` of its final value."""
+  return study.tokens_to(tokens_K, mass_K, frac * mass_K[-1]) if mass_K[-1] > 0 else None
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--root", default=T.ROOT)
+  p.add_argument("--parallel", type=int, default=2)
+  p.add_argument("--no-train", action="store_true", help="report on the finished runs only")
+  p.add_argument("--out", default=str(HERE), help="where REPORT.md and its figures go")
+  args = p.parse_args(argv)
+  out = Path(args.out)
+  t0 = time.monotonic()
+  if not args.no_train:
+    study.cli("sweep", "submit", HERE / "sweep.py", "--root", args.root, "--parallel", args.parallel)
+  t_train = time.monotonic() - t0
+  runs = study.load_runs(args.root)
+  groups = {name: study.select(runs, size="toy-xs", pattern="SF", window=w, pos_full="rope",
+                               budget=T.BUDGET)
+            for name, w in T.WINDOWS.items()}
+  full = study.select(runs, size="toy-xs", pattern="F", pos_full="rope", budget=T.BUDGET)
+  for name, rs in list(groups.items()) + [("full", full)]:
+    if len(rs) < len(T.SEEDS):
+      sys.exit(f"large_window_laziness: {len(rs)} finished {name} runs under {args.root}; "
+               f"need {len(T.SEEDS)} (see hybrid-jax sweep status {args.root})")
+  t1 = time.monotonic()
+  traces = {name: [trace(r) for r in rs] for name, rs in groups.items()}
+  t_analysis = time.monotonic() - t1
+
+  # Emergence of far retrieval (eval curves) and of the retrieval heads (traces).
+  fig, axes = plt.subplots(1, 4, figsize=(19, 4.2))
+  emergence = {f"SF w={T.WINDOWS[n]}": study.curves(rs, FAR) for n, rs in groups.items()}
+  emergence["F"] = study.curves(full, FAR)
+  study.band_figure(axes[0], emergence, ylabel="kv_recall accuracy, distance 43-61 (T=64)",
+                    chance=1 / 64)
+  axes[0].set_title("far retrieval (beyond every window)")
+  for ax, key, title in zip(axes[1:], ("mass", "norm_entropy", "q_rel_l2"),
+                            ("top-4 heads' retrieval mass", "their attention entropy / log(#keys)",
+                             "their W_q distance to the final (relative L2)")):
+    bands = {}
+    for name, trs in traces.items():
+      cs = [head_curves(tr, key) for tr in trs]
+      common = sorted(set.intersection(*(set(c[0]) for c in cs)))
+      vals = np.array([[dict(zip(*c))[t] for t in common] for c in cs])
+      bands[f"SF w={T.WINDOWS[name]}"] = (np.array(common), vals)
+    study.band_figure(ax, bands, ylabel=key)
+    ax.set_title(title)
+  fig_name = study.save_figure(fig, out / "laziness.png")
+
+  rows, summary = [], {}
+  for name, rs in list(groups.items()) + [("full", full)]:
+    tok, vals = study.curves(rs, FAR)
+    emerge = [study.tokens_to(tok, v, THRESHOLD) for v in vals]
+    row = dict(emerge=study.stats(emerge), never=sum(e is None for e in emerge),
+               final=study.stats(vals[:, -1]), peak=study.stats(vals.max(axis=1)))
+    if name in traces:
+      form = [formation_tokens(*head_curves(tr, "mass")) for tr in traces[name]]
+      final_mass = [head_curves(tr, "mass")[1][-1] for tr in traces[name]]
+      in_full = [np.mean([T_letter(r, h[0]) == "F" for h in tr["top_heads"]])
+                 for r, tr in zip(groups[name], traces[name])]
+      row.update(formation=study.stats(form), mass=study.stats(final_mass),
+                 in_full=study.stats(in_full))
+    summary[name] = row
+    label = f"SF w={T.WINDOWS[name]}" if name in T.WINDOWS else "F (no window)"
+    rows.append([label, _mtok(row["emerge"]) + (f" ({row['never']} never)" if row["never"] else ""),
+                 row["final"], row.get("formation") and _mtok(row["formation"]) or "-",
+                 row.get("mass", "-"), row.get("in_full", "-")])
+  table = study.markdown_table(
+      ["model (3 seeds)", f"tokens to far acc >= {THRESHOLD} (M)", "final far acc",
+       "tokens to half the final head mass (M)", "final top-4 head mass",
+       "share of top-4 heads in F layers"], rows)
+
+  all_runs = [r for rs in groups.values() for r in rs] + full
+  train_sum, train_wall = study.train_minutes(all_runs)
+  order = [summary[n]["emerge"].mean for n in T.WINDOWS]
+  form_order = [summary[n]["formation"].mean for n in T.WINDOWS]
+  verdict = _verdict(order, form_order, summary)
+  report = f"""# Large-Window Laziness at toy scale
+
+Command: `python experiments/large_window_laziness/run.py` (on a 2-core CPU; runs are shared
+with the other findings under `{args.root}`).
+
+## Question
+Does a larger sliding window delay the formation of the full-attention layers' retrieval
+heads (and so the emergence of long-range retrieval)?
+
+## Setting, and why
+toy-xs (4 layers, d=64, 0.2M non-embedding parameters), SWA/full 1:1 (`SFSF`), the
+synthetic source at T = 64 with 8 key/value pairs per row (query-to-evidence distances
+log-uniform on [1, 64]), 30 N = 5.9M tokens, lr 3e-3 cosine; three seeds per model.
+Windows 4 / 16 / 32 are 1/16, 1/4 and 1/2 of the context. At T = 64 the large window
+already answers ~83% of the training pairs by itself (distance <= 32), the small one ~33%:
+the regime where the paper's large windows let the efficient layers solve most of the loss.
+Far retrieval is measured where no window reaches: `kv_recall` at distances 43-61
+(depths 0 and 0.25 of a 64-token context, 32 examples each, every 100 steps).
+Retrieval heads: `hybrid-jax analyze trace` scores the final checkpoint's top-4 heads
+(attention mass on the needle from the answer position, kv_recall at length 64, 32
+examples at depths spread over the context) at every saved checkpoint, with their
+attention entropy and the relative L2 distance of their W_q slice to its final value.
+
+## Result
+![laziness]({fig_name})
+
+{table}
+
+Mean ± sample std [min, max] over seeds. "never": seeds that did not reach the threshold
+within the budget (left out of that mean).
+
+{verdict}
+
+## Cost
+Training: {train_sum:.0f} core-minutes for the {len(all_runs)} runs ({train_wall:.0f} minutes on
+two workers, from each run's checkpoint timestamps); this command's own wall time was
+{(t_train + t_analysis) / 60:.1f} minutes ({t_train / 60:.1f} training the runs the root
+lacked, {t_analysis / 60:.1f} tracing heads).
+"""
+  study.write_report(out / "REPORT.md", report)
+  print(f"wrote {out / 'REPORT.md'}")
+
+
+def T_letter(run, layer: int) -> str:
+  from hybrid_jax.configs.sizes import layer_letters
+  return layer_letters(run.model["pattern"], run.config["model"]["n_layers"])[layer]
+
+
+def _mtok(s: study.Stats) -> str:
+  if s.n == 0:
+    return "never"
+  return str(study.Stats(s.mean / 1e6, s.std / 1e6, s.lo / 1e6, s.hi / 1e6, s.n))
+
+
+def _verdict(order, form_order, summary) -> str:
+  small, medium, large = (summary[n] for n in T.WINDOWS)
+  lines = ["## What reproduced"]
+  delayed = all(np.isfinite(order)) and order[2] > order[0]
+  apart = delayed and large["emerge"].lo > small["emerge"].hi
+  lines.append(
+      f"- Far retrieval emerged after {order[0] / 1e6:.2f}M / {order[1] / 1e6:.2f}M / "
+      f"{order[2] / 1e6:.2f}M tokens (mean) for windows {' / '.join(map(str, T.WINDOWS.values()))}: "
+      + ("the largest window is the slowest" + (", and every large-window seed is slower than "
+         "every small-window seed." if apart else ", but the seed ranges overlap, so at three "
+         "seeds this is a trend, not an established effect.")
+         if delayed else "the largest window is not slower than the smallest: laziness did not "
+         "show in tokens to emergence at this scale."))
+  if all(np.isfinite(form_order)):
+    lines.append(
+        f"- The top heads reached half their final retrieval mass after "
+        f"{' / '.join(f'{x / 1e6:.2f}M' for x in form_order)} tokens: "
+        + ("later with the larger window." if form_order[2] > form_order[0] else
+           "not later with the larger window."))
+  lines.append(
+      f"- Final far accuracy: {small['final'].mean:.2f} / {medium['final'].mean:.2f} / "
+      f"{large['final'].mean:.2f}; whether the windows converge is in the last column of the "
+      "emergence panel (the study's claim is that they do, given tokens).")
+  return "\n".join(lines)
+
+
+if __name__ == "__main__":
+  main()

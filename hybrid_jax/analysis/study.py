@@ -1,0 +1,226 @@
+"""Reading a study's runs for its report: which runs are which, their eval curves aligned
+over seeds, mean and spread, tokens to emergence, and the tables and band figures the
+experiments/ reports are made of.
+
+A report must not average curves that were evaluated differently, or claim an effect
+from one seed: ``curves`` aligns seeds on the eval steps they share, and ``Stats`` carries
+n and the min..max spread with every mean.
+"""
+
+import dataclasses
+import datetime
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from hybrid_jax.train.rundir import RunDir
+
+
+class StudyInputError(ValueError):
+  """A study root or run that a report cannot be made from; the message is one line."""
+
+
+@dataclasses.dataclass
+class StudyRun:
+  path: Path
+  config: dict
+  curve: list      # eval records under the run's latest settings id, by step
+
+  @property
+  def model(self) -> dict:
+    return self.config["model"]
+
+  @property
+  def seed(self) -> int:
+    return self.config["train"]["seed"]
+
+  @property
+  def n(self) -> int:
+    return self.config["derived"]["non_embedding_params"]
+
+  @property
+  def tokens(self) -> int:
+    return self.config["derived"]["tokens"] if "tokens" in self.config["derived"] else \
+        self.curve[-1]["tokens"]
+
+  @property
+  def budget(self):
+    return self.config["train"].get("tokens_per_param")
+
+  @property
+  def label(self) -> str:
+    return label(self.model)
+
+  def matches(self, **where) -> bool:
+    """``size="toy-xs", pattern="SF", window=4, pos_full="rope", seed=0, budget=30.0``."""
+    have = dict(size=self.model["size"], pattern=self.model["pattern"],
+                window=self.model["window"], pos_full=self.model["pos_full"],
+                seed=self.seed, budget=self.budget)
+    unknown = set(where) - set(have)
+    if unknown:
+      raise TypeError(f"unknown selector {sorted(unknown)[0]!r}")
+    return all(have[k] == v for k, v in where.items())
+
+  def train_seconds(self) -> float | None:
+    """Wall time of the training, from the first checkpoint's to the final status's
+    timestamp (the compile before step 1 is left out): enough to state a run's cost."""
+    status = RunDir(self.path, writer=False).read_status() or {}
+    first = self.path / "checkpoints" / "1"
+    if status.get("state") != "done" or not first.exists():
+      return None
+    end = datetime.datetime.strptime(status["updated"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    return max(0.0, end - first.stat().st_mtime)
+
+
+def label(model: dict) -> str:
+  """"F", "SF w=4", "SF w=4 NoPE-full", "LF": the architecture as the reports name it."""
+  out = model["pattern"]
+  if any(ch in model["pattern"] for ch in "SH"):
+    out += f" w={model['window']}"
+  if model.get("pos_full") == "nope" and "F" in model["pattern"]:
+    out += " NoPE-full"
+  return out
+
+
+def load_runs(root) -> list[StudyRun]:
+  """Every finished run under ``root`` (a run still training or failed is left out: a
+  report on half a curve would misstate the final values)."""
+  root = Path(root)
+  if not root.is_dir():
+    raise StudyInputError(f"study root {root} does not exist")
+  runs = []
+  for path in sorted(p for p in root.iterdir() if p.is_dir()):
+    rd = RunDir(path, writer=False)
+    status = rd.read_status() or {}
+    if status.get("state") != "done" or not rd.config_path.exists():
+      continue
+    records = rd.read_eval()
+    sid = records[-1].get("settings_id") if records else None
+    curve = sorted((r for r in records if r.get("settings_id") == sid), key=lambda r: r["step"])
+    runs.append(StudyRun(path, json.loads(rd.config_path.read_text()), curve))
+  return runs
+
+
+def select(runs, **where) -> list[StudyRun]:
+  return sorted((r for r in runs if r.matches(**where)), key=lambda r: r.seed)
+
+
+def mean_of(*keys):
+  """A metric function: the mean of several eval keys (None when one is missing)."""
+  def metric(record):
+    values = [record.get(k) for k in keys]
+    return None if any(v is None for v in values) else float(np.mean(values))
+  metric.keys = keys
+  return metric
+
+
+def curves(runs, metric) -> tuple[np.ndarray, np.ndarray]:
+  """(tokens_K, values_SxK): each run's metric on the eval steps every run has."""
+  if not runs:
+    raise StudyInputError("no finished run matches")
+  per_run = [{r["step"]: (r["tokens"], metric(r)) for r in run.curve if metric(r) is not None}
+             for run in runs]
+  steps = sorted(set.intersection(*(set(p) for p in per_run)))
+  if not steps:
+    raise StudyInputError(f"runs {', '.join(r.path.name for r in runs)} share no evaluated step")
+  tokens_K = np.array([per_run[0][s][0] for s in steps], dtype=float)
+  values_SxK = np.array([[p[s][1] for s in steps] for p in per_run], dtype=float)
+  return tokens_K, values_SxK
+
+
+@dataclasses.dataclass
+class Stats:
+  mean: float
+  std: float
+  lo: float
+  hi: float
+  n: int
+
+  def __str__(self):
+    if self.n == 0:
+      return "-"
+    if self.n == 1:
+      return f"{self.mean:.3g} (1 seed)"
+    return f"{self.mean:.3g} ± {self.std:.2g} [{self.lo:.3g}, {self.hi:.3g}]"
+
+
+def stats(values) -> Stats:
+  """Mean, sample std, min and max over seeds; ``None`` entries (never reached) are kept
+  out of the mean but not hidden: n counts the others."""
+  v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+  if v.size == 0:
+    return Stats(math.nan, math.nan, math.nan, math.nan, 0)
+  return Stats(float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0,
+               float(v.min()), float(v.max()), int(v.size))
+
+
+def tokens_to(tokens_K, values_K, threshold: float):
+  """The first evaluated token count at which the metric reaches ``threshold`` (None: never)."""
+  hit = np.nonzero(np.asarray(values_K) >= threshold)[0]
+  return float(tokens_K[hit[0]]) if hit.size else None
+
+
+def markdown_table(header, rows) -> str:
+  cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
+  lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(header)]
+  lines += ["| " + " | ".join(r) + " |" for r in cells[1:]]
+  return "\n".join(lines)
+
+
+def band_figure(ax, groups: dict, *, ylabel: str, chance: float | None = None, logx=True):
+  """One line per group (the mean over seeds) and a band from the min to the max seed."""
+  for name, (tokens_K, values_SxK) in groups.items():
+    mean_K = values_SxK.mean(axis=0)
+    line, = ax.plot(tokens_K, mean_K, lw=1.6, label=f"{name} (n={values_SxK.shape[0]})")
+    if values_SxK.shape[0] > 1:
+      ax.fill_between(tokens_K, values_SxK.min(axis=0), values_SxK.max(axis=0),
+                      color=line.get_color(), alpha=0.18, lw=0)
+  if chance is not None:
+    ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
+  ax.set(xlabel="training tokens", ylabel=ylabel)
+  if logx:
+    ax.set_xscale("log")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7)
+
+
+def cli(*args, check: bool = True) -> float:
+  """Run ``hybrid-jax ARGS...`` in a child process (what a user would type; a child's
+  memory goes back when it ends) and return its wall time in seconds."""
+  import subprocess
+  import sys
+  import time
+  t0 = time.monotonic()
+  result = subprocess.run([sys.executable, "-m", "hybrid_jax.cli", *map(str, args)])
+  if check and result.returncode != 0:
+    raise StudyInputError(f"hybrid-jax {' '.join(map(str, args[:2]))} failed "
+                          f"(exit {result.returncode}); its message is above")
+  return time.monotonic() - t0
+
+
+def train_minutes(runs, workers: int = 2) -> tuple[float, float]:
+  """(sum of the runs' training minutes, the wall minutes on ``workers`` parallel workers
+  if every run were trained from scratch: the cost a reader would pay to rerun them)."""
+  seconds = [s for s in (r.train_seconds() for r in runs) if s is not None]
+  total = sum(seconds) / 60
+  return total, total / max(1, min(workers, len(seconds) or 1))
+
+
+def save_figure(fig, path) -> str:
+  """Write a PNG next to the report and return its file name for a markdown link."""
+  import matplotlib.pyplot as plt
+  path = Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path.name
+
+
+def write_report(path, text: str):
+  """REPORT.md, written atomically (a crash mid-write leaves the previous report whole)."""
+  from hybrid_jax.train.rundir import atomic_write_text
+  Path(path).parent.mkdir(parents=True, exist_ok=True)
+  atomic_write_text(path, text)
