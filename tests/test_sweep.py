@@ -179,3 +179,19 @@ def test_every_shipped_sweep_file_plans(path):
   runs = grid.plan(grid.load_sweep(path))
   assert runs and len({r.name for r in runs}) == len(runs)
   assert not [(r.name, r.error) for r in runs if r.error]
+
+
+def test_status_of_a_running_run_shows_its_latest_logged_step(tmp_path):
+  """status.json is written when a run starts and ends; while it runs, the table's step
+  comes from metrics.jsonl, so it agrees with the tokens column."""
+  from hybrid_jax.train.rundir import RunDir
+  for name, state in (("a", "running"), ("b", "preempted")):
+    run = RunDir(tmp_path / name)
+    run.path.mkdir()
+    (run.path / "launch.json").write_text("{}")
+    run.write_status(state, 0 if state == "running" else 40, 100)
+    for step in (50, 60):
+      run.append_metrics(dict(step=step, tokens=step * 10, loss=1.0))
+  rows = {r["run"]: r for r in report.status_rows(tmp_path)}
+  assert (rows["a"]["step"], rows["a"]["tokens"]) == (60, 600)
+  assert rows["b"]["step"] == 40          # a stopped run shows its checkpointed step

@@ -40,8 +40,11 @@ def status_rows(root) -> list[dict]:
     error = status.get("error") if status.get("state") == "failed" else None
     if not status:
       error = _last_error_line(path / "train.log")
+    step = status.get("step", 0)
+    if status.get("state") == "running" and metrics:   # status.json is written at start only
+      step = max(step, metrics[-1]["step"])
     rows.append(dict(run=path.name, state=status.get("state", "pending"),
-                     step=status.get("step", 0), total_steps=status.get("total_steps"),
+                     step=step, total_steps=status.get("total_steps"),
                      tokens=metrics[-1]["tokens"] if metrics else 0,
                      loss=metrics[-1]["loss"] if metrics else None,
                      long_metric=key, long_score=score, error=error))
