@@ -100,7 +100,8 @@ def _trace(path, tokens, mass_K, letters="SFSF"):
   out = path / "analysis"
   out.mkdir(parents=True, exist_ok=True)
   points = [dict(step=int(t // 4096), tokens=int(t), heads=[dict(
-      layer=1, head=0, mass=float(m), norm_entropy=1 - float(m), q_rel_l2=1 - float(m))] * 2)
+      layer=1, head=0, mass=float(m), norm_entropy=1 - float(m), q_rel_l2=1 - float(m),
+      k_rel_l2=1 - float(m))] * 2)
       for t, m in zip(tokens, mass_K)]
   (out / "trace.json").write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points)))
 

@@ -74,15 +74,16 @@ def main(argv=None):
   t_analysis = time.monotonic() - t1
 
   # Emergence of far retrieval (eval curves) and of the retrieval heads (traces).
-  fig, axes = plt.subplots(1, 4, figsize=(19, 4.2))
+  fig, axes = plt.subplots(1, 5, figsize=(24, 4.2))
   emergence = {f"SF w={T.WINDOWS[n]}": study.curves(rs, FAR) for n, rs in groups.items()}
   emergence["F"] = study.curves(full, FAR)
   study.band_figure(axes[0], emergence, ylabel="kv_recall accuracy, distance 43-61 (T=64)",
                     chance=1 / 64)
   axes[0].set_title("far retrieval (beyond every window)")
-  for ax, key, title in zip(axes[1:], ("mass", "norm_entropy", "q_rel_l2"),
+  for ax, key, title in zip(axes[1:], ("mass", "norm_entropy", "q_rel_l2", "k_rel_l2"),
                             ("top-4 heads' retrieval mass", "their attention entropy / log(#keys)",
-                             "their W_q distance to the final (relative L2)")):
+                             "their W_q distance to the final (relative L2)",
+                             "their W_k distance to the final (relative L2)")):
     bands = {}
     for name, trs in traces.items():
       cs = [head_curves(tr, key) for tr in trs]
@@ -142,7 +143,8 @@ Far retrieval is measured where no window reaches: `kv_recall` at distances 43-6
 Retrieval heads: `hybrid-jax analyze trace` scores the final checkpoint's top-4 heads
 (attention mass on the needle from the answer position, kv_recall at length 64, 32
 examples at depths spread over the context) at every saved checkpoint, with their
-attention entropy and the relative L2 distance of their W_q slice to its final value.
+attention entropy and the relative L2 distance of their W_q and W_k slices to their final
+values (Q/K drift: how late the heads' weights are still moving).
 
 ## Result
 ![laziness]({fig_name})
