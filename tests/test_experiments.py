@@ -170,3 +170,18 @@ def test_scaling_report(tmp_path):
     assert float(cells[3]) > 0.99
     assert float(cells[6].rstrip("%")) < 2.0
   assert "the curves converge with more training" in report
+
+
+def test_laziness_report_counts_a_window_that_never_emerges_as_the_slowest(tmp_path):
+  _main_runs(tmp_path, {"F": 300, "SF w=4": 300, "SF w=16": 500, "SF w=32": 9000})
+  tokens = np.arange(1, 15) * 100 * 4096
+  for path in tmp_path.iterdir():
+    if path.name.startswith("SF"):
+      _trace(path, tokens, np.linspace(0.1, 0.8, tokens.size))
+  load_runner("large_window_laziness").main(["--root", str(tmp_path), "--no-train",
+                                            "--out", str(tmp_path / "out")])
+  report = (tmp_path / "out" / "REPORT.md").read_text()
+  assert "/ never tokens (median over seeds" in report
+  assert "the largest window is the slowest, and every large-window seed is slower" in report
+  did_not = report.split("## What did not")[1]
+  assert "have not converged within the 30 N budget" in did_not

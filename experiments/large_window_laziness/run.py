@@ -98,7 +98,8 @@ def main(argv=None):
   for name, rs in list(groups.items()) + [("full", full)]:
     tok, vals = study.curves(rs, FAR)
     emerge = [study.tokens_to(tok, v, THRESHOLD) for v in vals]
-    row = dict(emerge=study.stats(emerge), never=sum(e is None for e in emerge),
+    row = dict(emerge=study.stats(emerge), never=sum(e is None for e in emerge), emerge_raw=emerge,
+               budget=float(tok[-1]),
                final=study.stats(vals[:, -1]), peak=study.stats(vals.max(axis=1)))
     if name in traces:
       form = [formation_tokens(*head_curves(tr, "mass")) for tr in traces[name]]
@@ -119,9 +120,7 @@ def main(argv=None):
 
   all_runs = [r for rs in groups.values() for r in rs] + full
   train_sum, train_wall = study.train_minutes(all_runs)
-  order = [summary[n]["emerge"].mean for n in T.WINDOWS]
-  form_order = [summary[n]["formation"].mean for n in T.WINDOWS]
-  verdict = _verdict(order, form_order, summary)
+  verdict = _verdict(summary)
   report = f"""# Large-Window Laziness at toy scale
 
 Command: `python experiments/large_window_laziness/run.py` (on a 2-core CPU; runs are shared
@@ -177,30 +176,61 @@ def _mtok(s: study.Stats) -> str:
   return str(study.Stats(s.mean / 1e6, s.std / 1e6, s.lo / 1e6, s.hi / 1e6, s.n))
 
 
-def _verdict(order, form_order, summary) -> str:
+def _censored(row) -> np.ndarray:
+  """Per-seed tokens to emergence, a seed that never emerged counted as beyond the budget."""
+  return np.array([np.inf if e is None else e for e in row["emerge_raw"]])
+
+
+def _verdict(summary) -> str:
   small, medium, large = (summary[n] for n in T.WINDOWS)
-  lines = ["## What reproduced"]
-  delayed = all(np.isfinite(order)) and order[2] > order[0]
-  apart = delayed and large["emerge"].lo > small["emerge"].hi
-  lines.append(
-      f"- Far retrieval emerged after {order[0] / 1e6:.2f}M / {order[1] / 1e6:.2f}M / "
-      f"{order[2] / 1e6:.2f}M tokens (mean) for windows {' / '.join(map(str, T.WINDOWS.values()))}: "
-      + ("the largest window is the slowest" + (", and every large-window seed is slower than "
-         "every small-window seed." if apart else ", but the seed ranges overlap, so at three "
-         "seeds this is a trend, not an established effect.")
-         if delayed else "the largest window is not slower than the smallest: laziness did not "
-         "show in tokens to emergence at this scale."))
-  if all(np.isfinite(form_order)):
-    lines.append(
-        f"- The top heads reached half their final retrieval mass after "
-        f"{' / '.join(f'{x / 1e6:.2f}M' for x in form_order)} tokens: "
-        + ("later with the larger window." if form_order[2] > form_order[0] else
-           "not later with the larger window."))
-  lines.append(
-      f"- Final far accuracy: {small['final'].mean:.2f} / {medium['final'].mean:.2f} / "
-      f"{large['final'].mean:.2f}; whether the windows converge is in the last column of the "
-      "emergence panel (the study's claim is that they do, given tokens).")
-  return "\n".join(lines)
+  ws = " / ".join(map(str, T.WINDOWS.values()))
+  med = [np.median(_censored(r)) for r in (small, medium, large)]
+  fmt = lambda x: "never" if not np.isfinite(x) else f"{x / 1e6:.2f}M"  # noqa: E731
+  delayed = med[2] > med[0]
+  apart = _censored(large).min() > _censored(small).max()
+  monotone = med[0] <= med[1] <= med[2]
+  good, bad = [], []
+  emerged = (f"Far retrieval emerged after {' / '.join(map(fmt, med))} tokens (median over "
+             f"seeds; \"never\": not within {large['budget'] / 1e6:.1f}M) for windows {ws}")
+  if delayed:
+    good.append(f"- {emerged}: the largest window is the slowest"
+                + (", and every large-window seed is slower than every small-window seed."
+                   if apart else ", but the seed ranges overlap, so at three seeds this is a "
+                   "trend, not an established effect.")
+                + ("" if monotone else " The medium window does not sit between the two."))
+  else:
+    bad.append(f"- {emerged}: the largest window is not slower than the smallest; laziness "
+               "did not show in tokens to emergence at this scale.")
+  form = [r["formation"].mean for r in (small, medium, large)]
+  if all(np.isfinite(form)):
+    line = (f"- The top-4 heads reached half their final retrieval mass after "
+            f"{' / '.join(f'{x / 1e6:.2f}M' for x in form)} tokens (mean)")
+    if form[2] > form[0]:
+      good.append(line + ": later with the larger window.")
+    else:
+      bad.append(line + ": not later with the larger window. Half of the *final* mass is a "
+                 "weak clock when the final mass itself differs between windows; the mass "
+                 "panel shows the curves themselves.")
+  mass = [r["mass"].mean for r in (small, medium, large)]
+  if mass[2] < mass[0]:
+    good.append(f"- At the end of training the top heads put {' / '.join(f'{m:.2f}' for m in mass)} "
+                "of their attention on the needle: with the large window the full layers' "
+                "retrieval heads are weaker, not only later.")
+  final = [r["final"].mean for r in (small, medium, large)]
+  converged = abs(final[2] - final[0]) <= 0.05
+  line = (f"- Final far accuracy {' / '.join(f'{f:.2f}' for f in final)} (windows {ws}; "
+          f"full attention {summary['full']['final'].mean:.2f})")
+  if converged:
+    good.append(line + ": the windows end level, as the study says they do given tokens.")
+  else:
+    bad.append(line + ": the windows have not converged within the 30 N budget. The study "
+               "says they converge given tokens; here the large-window hybrid is still "
+               "climbing or has not started, so showing convergence needs longer runs "
+               "(the scaling finding's budgets stop at 30 N; ~100 N, ~20M tokens for toy-xs, "
+               "i.e. ~25 minutes a run on one core, is the next step).")
+  out = ["## What reproduced"] + (good or ["- Nothing of the finding, at this scale."])
+  out += ["", "## What did not, and what would be needed"] + (bad or ["- Nothing left over."])
+  return "\n".join(out)
 
 
 if __name__ == "__main__":
