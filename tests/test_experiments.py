@@ -84,9 +84,11 @@ def test_nope_report(tmp_path):
   load_runner("nope_on_full").main(["--root", str(tmp_path), "--no-train", "--out", str(tmp_path / "out")])
   report = (tmp_path / "out" / "REPORT.md").read_text()
   assert (tmp_path / "out" / "nope_on_full.png").stat().st_size > 10_000
-  assert "far@64: NoPE-full minus RoPE = +0.100 on average, higher for every seed" in report
+  assert "far@64: NoPE-full minus RoPE = +0.100 on average" in report
+  assert "higher for every seed: NoPE-full retrieves better at the training length" in report
   assert "all@128: NoPE-full minus RoPE = +0.050" in report   # fake_run: acc/2 at 128
   assert "short-context loss: NoPE-full minus RoPE = +0.0010 nats (higher for every seed)" in report
+  assert "a negligible short-context cost" in report.split("## What did not")[0]
 
 
 def test_nope_report_refuses_missing_seeds(tmp_path):
