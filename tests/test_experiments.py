@@ -147,6 +147,9 @@ def test_full_attention_report(tmp_path):
   assert report.count("retrieval lives in the full layers") == 2
   assert "Zeroing the top-2 heads costs 0.60, 2 random heads 0.05 (larger for every seed)" in report
   assert "| 0.9 ± 0 [0.9, 0.9] |" in report        # the probe's last layer
+  reproduced = report.split("## What did not")[0]
+  assert reproduced.count("enters the residual stream through a full-attention layer") == 2
+  assert reproduced.count("a few retrieval heads carry it") == 2
 
 
 def test_scaling_report(tmp_path):
