@@ -175,6 +175,7 @@ def test_scaling_report(tmp_path):
     assert float(cells[3]) > 0.99
     assert float(cells[6].rstrip("%")) < 2.0
   assert "the curves converge with more training" in report
+  assert "the design changes how fast long-context ability emerges" in report.split("## What did not")[0]
 
 
 def test_laziness_report_counts_a_window_that_never_emerges_as_the_slowest(tmp_path):
