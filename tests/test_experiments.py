@@ -191,3 +191,11 @@ def test_laziness_report_counts_a_window_that_never_emerges_as_the_slowest(tmp_p
   assert "the largest window is the slowest, and every large-window seed is slower" in report
   did_not = report.split("## What did not")[1]
   assert "have not converged within the 30 N budget" in did_not
+
+
+def test_all_findings_sweep_is_the_union_of_the_findings_grids_shared_runs_first():
+  union = [r.name for r in plan(load_sweep(EXPERIMENTS / "all_findings.py"))]
+  assert len(union) == len(set(union))
+  assert set(union) == {r.name for f in FINDINGS for r in planned(f)}
+  shared = {r.name for f in FINDINGS[1:] for r in planned(f)}
+  assert set(union[:len(shared)]) == shared      # the three-seed runs come first
