@@ -240,7 +240,8 @@ def _verdict(emerge, budget_tokens, spread_K, budget_spread, fit_rows) -> str:
   line = (f"- Speed of emergence (median tokens to far accuracy {THRESHOLD}; \"never\": not "
           f"within {budget_tokens / 1e6:.1f}M): {order}. ")
   if apart:
-    good.append(line + f"Every seed of {slow} is slower than every seed of {fast}: the design "
+    slowest = " and ".join(a for a in med if med[a] == med[slow])
+    good.append(line + f"Every seed of {slowest} is slower than every seed of {fast}: the design "
                 "changes how fast long-context ability emerges.")
   else:
     bad.append(line + f"The seed ranges of {fast} and {slow} overlap: at three seeds the "
