@@ -216,6 +216,12 @@ def _verdict(summary) -> str:
     good.append(f"- At the end of training the top heads put {' / '.join(f'{m:.2f}' for m in mass)} "
                 "of their attention on the needle: with the large window the full layers' "
                 "retrieval heads are weaker, not only later.")
+  in_full = [r["in_full"].mean for r in (small, medium, large)]
+  if in_full[2] < in_full[0]:
+    good.append(f"- The share of the top-4 retrieval heads that sit in full-attention layers is "
+                f"{' / '.join(f'{x:.2f}' for x in in_full)}: with a larger window the strongest "
+                "retrieval heads move into the SWA layers, which answer what their window "
+                "reaches, and the full layers' heads are left weaker — the laziness mechanism.")
   final = [r["final"].mean for r in (small, medium, large)]
   converged = abs(final[2] - final[0]) <= 0.05
   line = (f"- Final far accuracy {' / '.join(f'{f:.2f}' for f in final)} (windows {ws}; "
