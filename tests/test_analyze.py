@@ -339,3 +339,18 @@ def test_mean_ablation_does_not_leak_later_tokens_into_earlier_rows():
   np.testing.assert_array_equal(a[:, :6], b[:, :6])
   np.testing.assert_allclose(a[:, 3, 1], o[:, :4, 1].mean(axis=1), rtol=1e-6)   # mean up to row 3
   np.testing.assert_array_equal(a[:, :, 0], o[:, :, 0])       # other heads untouched
+
+
+def test_cli_trace_of_the_heads_of_some_layer_kinds_only(run_dir, tmp_path, capsys):
+  assert _analyze("trace", run_dir, "--length", LENGTH, "--samples", 2, "--top-k", 2,
+                  "--layers", "F", "--out", tmp_path) == 0
+  rec = json.loads((run_dir / "analysis" / "trace-F.json").read_text())
+  assert rec["layers"] == "F" and {h[0] for h in rec["top_heads"]} == {0}     # FM: layer 0 is F
+  assert (tmp_path / "trace-F.png").exists()
+  before = json.loads((run_dir / "analysis" / "trace-F.json").read_text())
+  capsys.readouterr()
+  with pytest.raises(SystemExit) as e:                          # the M layer has no attention heads
+    _analyze("trace", run_dir, "--length", LENGTH, "--samples", 2, "--top-k", 1, "--layers", "M")
+  err = capsys.readouterr().err.strip()
+  assert e.value.code == 2 and "--layers" in err and "\n" not in err, err
+  assert json.loads((run_dir / "analysis" / "trace-F.json").read_text()) == before

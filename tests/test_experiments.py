@@ -106,6 +106,7 @@ def _trace(path, tokens, mass_K, letters="SFSF", top_heads=((1, 0), (3, 1))):
       k_rel_l2=1 - float(m))] * 2)
       for t, m in zip(tokens, mass_K)]
   (out / "trace.json").write_text(json.dumps(dict(top_heads=[list(h) for h in top_heads], points=points)))
+  (out / "trace-F.json").write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points)))
 
 
 def test_laziness_report(tmp_path):

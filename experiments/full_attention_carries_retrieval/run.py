@@ -165,7 +165,8 @@ Mean ± sample std [min, max] over seeds (their number in brackets after the mod
 Training: {train_sum:.0f} core-minutes for the {sum(map(len, groups.values()))} runs
 ({train_wall:.0f} minutes on two workers, from each run's checkpoint timestamps); this
 command's own wall time was {(t_train + t_analysis) / 60:.1f} minutes ({t_train / 60:.1f}
-training what the root lacked, {t_analysis / 60:.1f} analysing).
+training what the root lacked, {t_analysis / 60:.1f} analysing; analyses already under each run's `analysis/` are reused, so a rerun
+only redraws: experiments/README.md gives their from-scratch time).
 """
   study.write_report(out / "REPORT.md", report)
   print(f"wrote {out / 'REPORT.md'}")

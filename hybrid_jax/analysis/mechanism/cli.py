@@ -46,6 +46,8 @@ def _parser():
                    help="score the row this many tokens before the one preceding the answer")
   trace.add_argument("--reference-step", type=int, help="weights compared to (default: the last)")
   trace.add_argument("--out", help="directory for the trace figure (default: each run's analysis/)")
+  trace.add_argument("--layers", help="only the heads of layers of these kinds (pattern letters, "
+                     "e.g. F for the full-attention layers); writes trace-<LAYERS>.json")
   con = sub.add_parser("constrain", parents=[common], help="receptive-field constraint at inference")
   con.add_argument("--window", type=int, required=True)
   con.add_argument("--short-rows", type=int, default=8, help="held-out rows of the short loss")
@@ -65,14 +67,15 @@ def _parser():
   return p
 
 
-def _n_heads(run: Run) -> int:
+def _n_heads(run: Run, kinds: str | None = None) -> int:
+  """Attention heads of the run (of its layers whose letter is in ``kinds``, if given)."""
   from hybrid_jax.configs import resolve
   from hybrid_jax.configs.sizes import layer_letters
   from hybrid_jax.eval.checkpoints import load_run_config
   from hybrid_jax.model import registry
   m = resolve(load_run_config(run.path)).model
   return sum(m.n_heads for c in layer_letters(m.pattern, m.n_layers)
-             if registry.get(c).kind != "recurrent")
+             if registry.get(c).kind != "recurrent" and (kinds is None or c in kinds))
 
 
 def _check(args) -> list[Run]:
@@ -107,6 +110,11 @@ def _check(args) -> list[Run]:
       if args.query_offset > first - 1:
         raise AnalysisInputError(f"--query-offset: {args.query_offset} reaches before the start "
                                  f"of the examples (at most {first - 1} at --length {args.length})")
+    kinds = getattr(args, "layers", None) if args.what == "trace" else None
+    if kinds is not None and args.top_k > _n_heads(run, kinds):
+      raise AnalysisInputError(f"--layers: the {kinds} layers of {run.path} have "
+                               f"{_n_heads(run, kinds)} attention heads, fewer than --top-k "
+                               f"{args.top_k}")
     k = {"heads": "top_k", "trace": "top_k", "ablate": "k"}.get(args.what)
     if k and getattr(args, k) > _n_heads(run):
       raise AnalysisInputError(f"--{k.replace('_', '-')}: {getattr(args, k)} is more than the "
@@ -145,15 +153,17 @@ def run_trace(args, runs):
   for run in runs:
     examples = niah_examples(run.cfg, args.task, args.length, args.samples)
     traces.append(trace.trace_run(run, examples, args.top_k, args.reference_step, args.query_offset,
-                                  log=lambda s, r=run: print(f"hybrid-jax analyze trace: {r.path.name} {s}")))
+                                  log=lambda s, r=run: print(f"hybrid-jax analyze trace: {r.path.name} {s}"),
+                                  layers=args.layers))
+  stem = f"trace-{args.layers}" if args.layers else "trace"
   paths = []
   for run, tr in zip(runs, traces):
-    paths.append(write_json(run.out_dir / "trace.json", dict(tr, task=args.task, length=args.length,
-                                                             samples=args.samples)))
+    paths.append(write_json(run.out_dir / f"{stem}.json", dict(tr, task=args.task, length=args.length,
+                                                               samples=args.samples, layers=args.layers)))
   labels = [Path(r.path).name for r in runs]
   outs = [Path(args.out)] if args.out else [r.out_dir for r in runs]
   for out in outs:
-    write_figure(figures.trace_figure(traces, labels), out / "trace")
+    write_figure(figures.trace_figure(traces, labels), out / stem)
   return paths[0], traces
 
 

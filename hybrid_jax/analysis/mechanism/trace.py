@@ -29,12 +29,17 @@ def weight_distance(model, reference, layer: int, head: int) -> dict:
 
 
 def trace_run(run, examples, k: int, reference_step: int | None = None, query_offset: int = 0,
-              log=lambda s: None) -> dict:
-  """Per checkpoint and top head: mass, entropy, norm_entropy, q/k (relative) L2."""
+              log=lambda s: None, layers: str | None = None) -> dict:
+  """Per checkpoint and top head: mass, entropy, norm_entropy, q/k (relative) L2. ``layers``
+  (pattern letters, e.g. "F") picks the top heads among those layers only."""
   final = run.steps[-1]
   reference_step = final if reference_step is None else reference_step
   final_model = run.model(final)
-  top = heads_lib.top_heads(heads_lib.head_scores(final_model, examples, query_offset), k)
+  scores = heads_lib.head_scores(final_model, examples, query_offset)
+  if layers:
+    keep = np.array([b.letter in layers for b in final_model.blocks])
+    scores = {key: np.where(keep[:, None], v, np.nan) for key, v in scores.items()}
+  top = heads_lib.top_heads(scores, k)
   reference = final_model if reference_step == final else run.model(reference_step)
   points = []
   for step in run.steps:
