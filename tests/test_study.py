@@ -102,3 +102,10 @@ def test_markdown_table_and_atomic_report(tmp_path):
   assert text.splitlines() == ["| a | b |", "|---|---|", "| 1 | 2 ± 1.4 [1, 3] |"]
   study.write_report(tmp_path / "x" / "REPORT.md", "hello\n")
   assert (tmp_path / "x" / "REPORT.md").read_text() == "hello\n"
+
+
+def test_censored_ranks_never_as_slowest_and_verdict_has_both_sections():
+  assert list(study.censored([2.0, None, 1.0])) == [2.0, np.inf, 1.0]
+  text = study.verdict(["- a"], [])
+  assert text.index("## What reproduced") < text.index("- a") < text.index("## What did not")
+  assert text.endswith("- Nothing left over.")

@@ -236,9 +236,7 @@ def _verdict(res) -> str:
                     "state, which is what leaves retrieval to the full layers there. Longer "
                     "contexts (and more pairs) than a 2-core CPU trains in this budget would be "
                     "needed." if first > 3 / CLASSES else ""))
-  out = ["## What reproduced"] + (good or ["- Nothing of the finding, at this scale."])
-  out += ["", "## What did not, and what would be needed"] + (bad or ["- Nothing left over."])
-  return "\n".join(out)
+  return study.verdict(good, bad)
 
 
 if __name__ == "__main__":

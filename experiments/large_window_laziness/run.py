@@ -188,18 +188,13 @@ def _mtok(s: study.Stats) -> str:
   return str(study.Stats(s.mean / 1e6, s.std / 1e6, s.lo / 1e6, s.hi / 1e6, s.n))
 
 
-def _censored(row) -> np.ndarray:
-  """Per-seed tokens to emergence, a seed that never emerged counted as beyond the budget."""
-  return np.array([np.inf if e is None else e for e in row["emerge_raw"]])
-
-
 def _verdict(summary) -> str:
   small, medium, large = (summary[n] for n in T.WINDOWS)
   ws = " / ".join(map(str, T.WINDOWS.values()))
-  med = [np.median(_censored(r)) for r in (small, medium, large)]
+  med = [np.median(study.censored(r["emerge_raw"])) for r in (small, medium, large)]
   fmt = lambda x: "never" if not np.isfinite(x) else f"{x / 1e6:.2f}M"  # noqa: E731
   delayed = med[2] > med[0]
-  apart = _censored(large).min() > _censored(small).max()
+  apart = study.censored(large["emerge_raw"]).min() > study.censored(small["emerge_raw"]).max()
   monotone = med[0] <= med[1] <= med[2]
   good, bad = [], []
   emerged = (f"Far retrieval emerged after {' / '.join(map(fmt, med))} tokens (median over "
@@ -213,8 +208,7 @@ def _verdict(summary) -> str:
   else:
     bad.append(f"- {emerged}: the largest window is not slower than the smallest; laziness "
                "did not show in tokens to emergence at this scale.")
-  form = [np.median([np.inf if f is None else f for f in r["formation_raw"]])
-          for r in (small, medium, large)]
+  form = [np.median(study.censored(r["formation_raw"])) for r in (small, medium, large)]
   line = (f"- The full layers' top-4 heads reached a retrieval mass of {MASS_THRESHOLD} after "
           f"{' / '.join(map(fmt, form))} tokens (median over seeds)")
   if form[2] > form[0]:
@@ -244,9 +238,7 @@ def _verdict(summary) -> str:
                "climbing or has not started, so showing convergence needs longer runs "
                "(the scaling finding's budgets stop at 30 N; ~100 N, ~20M tokens for toy-xs, "
                "i.e. ~25 minutes a run on one core, is the next step).")
-  out = ["## What reproduced"] + (good or ["- Nothing of the finding, at this scale."])
-  out += ["", "## What did not, and what would be needed"] + (bad or ["- Nothing left over."])
-  return "\n".join(out)
+  return study.verdict(good, bad)
 
 
 if __name__ == "__main__":

@@ -140,9 +140,7 @@ def _verdict(diff, rope, nope, full) -> str:
     good.append(line + ": a negligible short-context cost, as the study reports.")
   else:
     bad.append(line + ": not negligible at this scale.")
-  out = ["## What reproduced"] + (good or ["- Nothing of the finding, at this scale."])
-  out += ["", "## What did not, and what would be needed"] + (bad or ["- Nothing left over."])
-  return "\n".join(out)
+  return study.verdict(good, bad)
 
 
 if __name__ == "__main__":

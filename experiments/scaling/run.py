@@ -235,7 +235,7 @@ def _mtok(s: study.Stats) -> str:
 def _verdict(emerge, budget_tokens, spread_K, budget_spread, fit_rows, size_best) -> str:
   """``emerge``: {architecture: per-seed tokens to emergence, None where never}."""
   good, bad = [], []
-  cens = {a: np.array([np.inf if e is None else e for e in v]) for a, v in emerge.items()}
+  cens = {a: study.censored(v) for a, v in emerge.items()}
   med = {a: float(np.median(v)) for a, v in cens.items()}
   fmt = lambda x: "never" if not np.isfinite(x) else f"{x / 1e6:.2f}M"  # noqa: E731
   fast, slow = min(med, key=med.get), max(med, key=med.get)
@@ -277,9 +277,7 @@ def _verdict(emerge, budget_tokens, spread_K, budget_spread, fit_rows, size_best
   else:
     bad.append(line + ": two fitted sizes are few for a five-parameter law; more sizes "
                "would be needed for a reliable extrapolation.")
-  out = ["## What reproduced"] + (good or ["- Nothing of the finding, at this scale."])
-  out += ["", "## What did not, and what would be needed"] + (bad or ["- Nothing left over."])
-  return "\n".join(out)
+  return study.verdict(good, bad)
 
 
 if __name__ == "__main__":

@@ -162,6 +162,19 @@ def tokens_to(tokens_K, values_K, threshold: float):
   return float(tokens_K[hit[0]]) if hit.size else None
 
 
+def censored(values) -> np.ndarray:
+  """Per-seed tokens to a threshold with ``None`` (never reached) as +inf, so a seed that
+  never got there ranks as the slowest instead of dropping out of the comparison."""
+  return np.array([np.inf if v is None else v for v in values], dtype=float)
+
+
+def verdict(reproduced: list[str], not_reproduced: list[str]) -> str:
+  """A report's two verdict sections, from their bullet lines."""
+  out = ["## What reproduced"] + (reproduced or ["- Nothing of the finding, at this scale."])
+  out += ["", "## What did not, and what would be needed"] + (not_reproduced or ["- Nothing left over."])
+  return "\n".join(out)
+
+
 def markdown_table(header, rows) -> str:
   cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
   lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(header)]
