@@ -10,7 +10,7 @@ first. Each finding's ``run.py --no-train`` then reports from the shared root.
 import importlib.util
 from pathlib import Path
 
-from hybrid_jax.configs.toy_study import SEEDS, get_config, point
+from hybrid_jax.configs.toy_study import get_config
 from hybrid_jax.launch.grid import Sweep
 
 HERE = Path(__file__).parent
@@ -26,22 +26,14 @@ def _grid(finding):
 
 
 def get_sweep():
-  shared = []
-  for s in SEEDS:
-    shared += [point(pattern="SF", window="small", seed=s),
-               point(pattern="SF", window="small", pos_full="nope", seed=s),
-               point(pattern="F", seed=s),
-               point(pattern="SF", window="medium", seed=s),
-               point(pattern="SF", window="large", seed=s)]
-    if s == 0:
-      shared.append(point(pattern="LF", seed=0))
-  seen = {tuple(sorted(p.items())) for p in shared}
-  rest = []
-  for finding in FINDINGS:
-    for p in _grid(finding):
-      key = tuple(sorted(p.items()))
-      if key not in seen:
-        seen.add(key)
-        rest.append(p)
-  rest.sort(key=lambda p: (SIZE_ORDER[p["model.size"]], p["train.tokens_per_param"]))
-  return Sweep(base=get_config(), grid=shared + rest)
+  """The findings' grids, deduplicated; a run any of findings 2-4 uses comes first, by seed."""
+  grids = {f: _grid(f) for f in FINDINGS}
+  shared = {_key(p) for f in FINDINGS[1:] for p in grids[f]}
+  points = list({_key(p): p for f in FINDINGS for p in grids[f]}.values())
+  points.sort(key=lambda p: (0, p["train.seed"]) if _key(p) in shared else
+              (1, SIZE_ORDER[p["model.size"]], p["train.tokens_per_param"]))
+  return Sweep(base=get_config(), grid=points)
+
+
+def _key(point: dict) -> tuple:
+  return tuple(sorted(point.items()))

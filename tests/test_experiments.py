@@ -203,3 +203,5 @@ def test_all_findings_sweep_is_the_union_of_the_findings_grids_shared_runs_first
   assert set(union) == {r.name for f in FINDINGS for r in planned(f)}
   shared = {r.name for f in FINDINGS[1:] for r in planned(f)}
   assert set(union[:len(shared)]) == shared      # the three-seed runs come first
+  seeds = [int(name.rsplit("seed=", 1)[1]) for name in union[:len(shared)]]
+  assert seeds == sorted(seeds)                  # seed by seed

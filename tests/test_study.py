@@ -109,3 +109,8 @@ def test_censored_ranks_never_as_slowest_and_verdict_has_both_sections():
   text = study.verdict(["- a"], [])
   assert text.index("## What reproduced") < text.index("- a") < text.index("## What did not")
   assert text.endswith("- Nothing left over.")
+
+
+def test_tokens_cell_is_in_millions_and_counts_the_seeds_that_never_got_there():
+  assert study.tokens_cell([1e6, 3e6, None]) == "2 ± 1.4 [1, 3] (1 never)"
+  assert study.tokens_cell([None, None]) == "never (2 never)"

@@ -105,22 +105,19 @@ def main(argv=None):
   for name, rs in list(groups.items()) + [("full", full)]:
     tok, vals = study.curves(rs, FAR)
     emerge = [study.tokens_to(tok, v, THRESHOLD) for v in vals]
-    row = dict(emerge=study.stats(emerge), never=sum(e is None for e in emerge), emerge_raw=emerge,
-               budget=float(tok[-1]),
+    row = dict(emerge_raw=emerge, budget=float(tok[-1]),
                final=study.stats(vals[:, -1]), peak=study.stats(vals.max(axis=1)))
     if name in traces:
       form = [formation_tokens(*head_curves(tr, "mass")) for tr in f_traces[name]]
       final_mass = [head_curves(tr, "mass")[1][-1] for tr in f_traces[name]]
       in_full = [np.mean([T_letter(r, h[0]) == "F" for h in tr["top_heads"]])
                  for r, tr in zip(groups[name], traces[name])]
-      row.update(formation=study.stats(form), formation_raw=form, mass=study.stats(final_mass),
+      row.update(formation_raw=form, mass=study.stats(final_mass),
                  in_full=study.stats(in_full))
     summary[name] = row
     label = f"SF w={T.WINDOWS[name]}" if name in T.WINDOWS else "F (no window)"
-    form_never = sum(f is None for f in row.get("formation_raw", []))
-    rows.append([label, _mtok(row["emerge"]) + (f" ({row['never']} never)" if row["never"] else ""),
-                 row["final"], (_mtok(row["formation"]) + (f" ({form_never} never)" if form_never else ""))
-                 if "formation" in row else "-",
+    rows.append([label, study.tokens_cell(row["emerge_raw"]), row["final"],
+                 study.tokens_cell(row["formation_raw"]) if "formation_raw" in row else "-",
                  row.get("mass", "-"), row.get("in_full", "-")])
   table = study.markdown_table(
       ["model (3 seeds)", f"tokens to far acc >= {THRESHOLD} (M)", "final far acc",
@@ -180,12 +177,6 @@ only redraws: experiments/README.md gives their from-scratch time).
 def T_letter(run, layer: int) -> str:
   from hybrid_jax.configs.sizes import layer_letters
   return layer_letters(run.model["pattern"], run.config["model"]["n_layers"])[layer]
-
-
-def _mtok(s: study.Stats) -> str:
-  if s.n == 0:
-    return "never"
-  return str(study.Stats(s.mean / 1e6, s.std / 1e6, s.lo / 1e6, s.hi / 1e6, s.n))
 
 
 def _verdict(summary) -> str:

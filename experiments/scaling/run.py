@@ -86,17 +86,15 @@ def main(argv=None):
     ax.set_title(f"{size} (N = {n / 1e6:.3g}M), 30 N, seed 0", fontsize=9)
   emergence_png = study.save_figure(fig, out / "emergence.png")
 
-  rows, early, emerge_stats, emerge_raw = [], {}, {}, {}
+  rows, early, emerge_raw = [], {}, {}
   for a, rs in seeds.items():
     tok, far = study.curves(rs, FAR)
     _, short = study.curves(rs, SHORT)
     _, at128 = study.curves(rs, AT128)
     emerge = [study.tokens_to(tok, v, THRESHOLD) for v in far]
-    emerge_stats[a] = study.stats(emerge)
     emerge_raw[a] = emerge
     early[a] = (tok, far.mean(axis=0))
-    never = sum(e is None for e in emerge)
-    rows.append([f"{a} ({len(rs)})", _mtok(study.stats(emerge)) + (f" ({never} never)" if never else ""),
+    rows.append([f"{a} ({len(rs)})", study.tokens_cell(emerge),
                  study.stats(far[:, -1]), study.stats(at128[:, -1]), study.stats(short[:, -1])])
   emergence_table = study.markdown_table(
       ["architecture (toy-xs, seeds)", f"tokens to far acc >= {THRESHOLD} (M)",
@@ -224,12 +222,6 @@ two workers, from each run's checkpoint timestamps); this command's own wall tim
 """
   study.write_report(out / "REPORT.md", report)
   print(f"wrote {out / 'REPORT.md'}")
-
-
-def _mtok(s: study.Stats) -> str:
-  if s.n == 0:
-    return "never"
-  return str(study.Stats(s.mean / 1e6, s.std / 1e6, s.lo / 1e6, s.hi / 1e6, s.n))
 
 
 def _verdict(emerge, budget_tokens, spread_K, budget_spread, fit_rows, size_best) -> str:

@@ -168,6 +168,14 @@ def censored(values) -> np.ndarray:
   return np.array([np.inf if v is None else v for v in values], dtype=float)
 
 
+def tokens_cell(values) -> str:
+  """A table cell of per-seed tokens to a threshold, in millions, with how many never got there."""
+  s = stats(values)
+  never = sum(v is None for v in values)
+  cell = "never" if s.n == 0 else str(Stats(s.mean / 1e6, s.std / 1e6, s.lo / 1e6, s.hi / 1e6, s.n))
+  return cell + (f" ({never} never)" if never else "")
+
+
 def verdict(reproduced: list[str], not_reproduced: list[str]) -> str:
   """A report's two verdict sections, from their bullet lines."""
   out = ["## What reproduced"] + (reproduced or ["- Nothing of the finding, at this scale."])
