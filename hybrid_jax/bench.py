@@ -126,7 +126,7 @@ def median_step_seconds(cfg, steps: int, mesh=None) -> float:
 
 
 def bench_training(name, cfg, steps, peak):
-  from hybrid_jax.configs import resolve
+  from hybrid_jax.resolve import resolve
   cfg = resolve(cfg)
   dt = median_step_seconds(cfg, steps)
   tokens = cfg.train.batch_size * cfg.data.seq_len

@@ -77,9 +77,10 @@ def parse_train_flags(argv: list[str]):
 
 def cmd_train(argv):
   config, workdir = parse_train_flags(argv)
-  from hybrid_jax.configs import ConfigError, resolve
+  from hybrid_jax.configs import ConfigError
+  from hybrid_jax.resolve import resolve
   try:
-    resolve(config)
+    config = resolve(config)              # once per train command: train() takes it as is
   except ConfigError as e:
     _die(str(e))
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train

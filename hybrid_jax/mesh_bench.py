@@ -14,7 +14,7 @@ PROBE = """
 import json, time
 import jax, numpy as np
 from hybrid_jax.bench import median_step_seconds
-from hybrid_jax.configs import resolve
+from hybrid_jax.resolve import resolve
 from hybrid_jax.configs.default import get_config
 from hybrid_jax.train import sharding
 from hybrid_jax.train.loop import init_state

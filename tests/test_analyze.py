@@ -17,7 +17,7 @@ from conftest import tiny_config
 from hybrid_jax import cli
 from hybrid_jax.analysis.mechanism import ablate, constrain, gradient, heads, probe
 from hybrid_jax.analysis.mechanism import forward as F
-from hybrid_jax.configs import resolve
+from hybrid_jax.resolve import resolve
 from hybrid_jax.data.tasks import Example
 from hybrid_jax.eval.checkpoints import checkpoint_steps
 from hybrid_jax.model.lm import build_model

@@ -13,7 +13,7 @@ def test_bench_reports_attention_and_recurrent_ratios():
 
 
 def test_model_flops_count_the_band_only_for_swa_layers():
-  from hybrid_jax.configs import resolve
+  from hybrid_jax.resolve import resolve
   from hybrid_jax.configs.default import get_config
   c = get_config()
   c.model.pattern = "F"

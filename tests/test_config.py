@@ -7,10 +7,11 @@ from flax import nnx
 
 from conftest import tiny_config
 from hybrid_jax.cli import parse_train_flags
-from hybrid_jax.configs import ConfigError, resolve, sizes
+from hybrid_jax.configs import ConfigError, sizes
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.configs.default import get_config
 from hybrid_jax.model import build_model, registry
+from hybrid_jax.resolve import resolve
 
 
 @pytest.mark.parametrize("field,value,match", [
@@ -151,3 +152,104 @@ def test_cli_config_file_argument(tmp_path):
   cfg, _ = parse_train_flags(["--config", str(f), "--workdir", str(tmp_path / "run"),
                               "--config.model.n_layers=8"])
   assert (cfg.model.window, cfg.model.n_layers) == (5, 8)
+
+
+# --- configs as a leaf, resolved once, a frozen model config at the model boundary -------
+
+import ast  # noqa: E402
+import dataclasses  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import hybrid_jax.resolve  # noqa: E402
+from hybrid_jax.configs import is_resolved  # noqa: E402
+from hybrid_jax.eval.settings import EvalSettings  # noqa: E402
+from hybrid_jax.model.config import ModelConfig  # noqa: E402
+from hybrid_jax.model.flops import model_flops_per_token  # noqa: E402
+from hybrid_jax.resolve import ensure_resolved  # noqa: E402
+
+PACKAGE = Path(__file__).parents[1] / "hybrid_jax"
+
+
+def _imported_modules(path: Path) -> set[str]:
+  """Every module an import statement of ``path`` names, at any depth (function bodies too)."""
+  names = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      names |= {a.name for a in node.names}
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      names.add(node.module)
+  return names
+
+
+def test_configs_is_a_leaf_of_the_package():
+  for path in sorted((PACKAGE / "configs").glob("*.py")):
+    outside = {n for n in _imported_modules(path)
+               if n.split(".")[0] in ("hybrid_jax", "pallas_kernels")
+               and not n.startswith("hybrid_jax.configs")}
+    assert not outside, f"{path.name} imports {sorted(outside)}"
+  code = ("import sys; import hybrid_jax.configs, hybrid_jax.configs.sizes, hybrid_jax.configs.default, "
+          "hybrid_jax.configs.paper; print(sorted(m for m in sys.modules "
+          "if m.startswith(('hybrid_jax.', 'pallas_kernels')) and not m.startswith('hybrid_jax.configs')))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  assert out.stdout.strip() == "[]"
+
+
+def test_the_model_counts_its_parameters_without_the_configs_package():
+  for name in ("lm.py", "params.py", "registry.py"):
+    assert not {n for n in _imported_modules(PACKAGE / "model" / name)
+                if n.startswith("hybrid_jax.configs")}, name
+
+
+def test_model_config_is_frozen_and_has_every_schema_key():
+  r = resolve(tiny_config())
+  m = ModelConfig.from_config(r.model)
+  assert {f.name for f in dataclasses.fields(ModelConfig)} == set(base_config().model.keys())
+  assert dataclasses.asdict(m) == r.model.to_dict()
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    m.d_model = 8
+  assert ModelConfig.from_config(m) is m
+
+
+def test_mixers_are_built_from_the_frozen_model_config(monkeypatch):
+  seen = []
+  spec = registry.get("S")
+  monkeypatch.setitem(registry._MIXERS, "S", dataclasses.replace(
+      spec, build=lambda m, rngs: seen.append(m) or spec.build(m, rngs)))
+  build_model(resolve(tiny_config()).model, 0)
+  assert seen and all(isinstance(m, ModelConfig) for m in seen)
+
+
+def test_an_unresolved_config_is_refused_where_a_resolved_one_is_needed():
+  c = tiny_config()
+  with pytest.raises(ConfigError, match=r"config\.model\.\w+: unset; the model needs a resolved"):
+    build_model(c.model, 0)
+  for needs_resolved in (model_flops_per_token, EvalSettings.from_config):
+    with pytest.raises(ValueError, match="needs a resolved config"):
+      needs_resolved(c)
+  r = resolve(c)
+  assert model_flops_per_token(r) > 0 and EvalSettings.from_config(r).lengths
+
+
+def test_ensure_resolved_resolves_only_a_requested_config():
+  c = tiny_config()
+  assert not is_resolved(c)
+  r = ensure_resolved(c)
+  assert is_resolved(r) and ensure_resolved(r) is r
+
+
+def test_a_train_command_resolves_its_config_once(monkeypatch, tmp_path):
+  from hybrid_jax import cli
+  from hybrid_jax.train import loop
+  calls, trained = [], []
+  real = hybrid_jax.resolve.resolve
+  monkeypatch.setattr(hybrid_jax.resolve, "resolve", lambda cfg: calls.append(1) or real(cfg))
+
+  def fake_train(cfg, workdir, **kwargs):   # the loop's own entry: resolves only if needed
+    trained.append(ensure_resolved(cfg))
+    return dict(state="done", step=1, total_steps=1)
+
+  monkeypatch.setattr(loop, "train", fake_train)
+  cli.cmd_train([f"--workdir={tmp_path}", "--config.train.steps=1"])
+  assert len(calls) == 1 and is_resolved(trained[0])

@@ -3,7 +3,7 @@
 import numpy as np
 
 from conftest import tiny_config
-from hybrid_jax.configs import resolve
+from hybrid_jax.resolve import resolve
 from hybrid_jax.data import make_source
 from hybrid_jax.data import synthetic as syn
 

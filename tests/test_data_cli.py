@@ -26,7 +26,7 @@ def test_show_prints_a_mix_row_with_its_answers_marked(capsys):
 
 def test_show_mix_shows_the_row_kind_training_sees(capsys):
   """Which rows are long depends on the batch size: show must use the run's."""
-  from hybrid_jax.configs import resolve
+  from hybrid_jax.resolve import resolve
   from hybrid_jax.data.mix import TrainingMix
   from conftest import tiny_config
   c = tiny_config()

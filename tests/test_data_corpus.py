@@ -7,7 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from hybrid_jax.configs import ConfigError, resolve
+from hybrid_jax.configs import ConfigError
+
+from hybrid_jax.resolve import resolve
 from hybrid_jax.data import corpus as C
 from hybrid_jax.data import tasks
 from hybrid_jax.data.cli import main as data_main

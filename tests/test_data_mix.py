@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from hybrid_jax.configs import ConfigError, resolve
+from hybrid_jax.configs import ConfigError
+from hybrid_jax.resolve import resolve
 from hybrid_jax.data import make_source
 from hybrid_jax.data import mix as M
 from hybrid_jax.data.tokenizer import ByteTokenizer

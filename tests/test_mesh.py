@@ -21,7 +21,7 @@ PROBE = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import jax
     from conftest import tiny_config
-    from hybrid_jax.configs import resolve
+    from hybrid_jax.resolve import resolve
     from hybrid_jax.train import sharding
     from hybrid_jax.train.loop import init_state, train
     from hybrid_jax.train.rundir import RunDir

@@ -7,7 +7,7 @@ import pytest
 from flax import nnx
 
 from conftest import tiny_config
-from hybrid_jax.configs import resolve
+from hybrid_jax.resolve import resolve
 from hybrid_jax.model import build_model, registry
 from hybrid_jax.model.lm import decode
 from hybrid_jax.model.attention import Attention

@@ -90,7 +90,7 @@ def test_eval_takes_kv_recall_by_name_but_all_stays_the_text_tasks():
 
 def test_text_only_settings_ids_are_unchanged():
   """Adding a task family must not make every existing run evaluate again."""
-  from hybrid_jax.configs import resolve
+  from hybrid_jax.resolve import resolve
   from hybrid_jax.configs.default import get_config
   s = eval_settings.EvalSettings.from_config(resolve(get_config()))
   d = s.to_dict()

@@ -175,7 +175,7 @@ only redraws: experiments/README.md gives their from-scratch time).
 
 
 def T_letter(run, layer: int) -> str:
-  from hybrid_jax.configs.sizes import layer_letters
+  from hybrid_jax.model.params import layer_letters
   return layer_letters(run.model["pattern"], run.config["model"]["n_layers"])[layer]
 
 

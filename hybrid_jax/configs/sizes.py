@@ -1,4 +1,5 @@
-"""Named sizes and non-embedding parameter counts.
+"""Named model shapes (``model.size``): config data only. Parameter counting and the
+d_ff matching live beside the model (``hybrid_jax.model.params``).
 
 Paper scales S1-S4 use the shapes that give the published non-embedding counts exactly
 with this model's layout (GQA with 2 kv heads, head_dim 64, d_ff = 2.5 d_model);
@@ -37,43 +38,3 @@ SIZES = {
 
 PAPER_NON_EMBEDDING = {"S1": 14_999_424, "S2": 31_470_080, "S3": 64_901_760,
                        "S4": 104_427_264, "S5": 477_000_000}
-
-MATCH_TOLERANCE = 0.05
-D_FF_MULTIPLE = 16
-DEFAULT_FF_RATIO = 2.5
-
-
-def round_d_ff(x: float) -> int:
-  return max(D_FF_MULTIPLE, round(x / D_FF_MULTIPLE) * D_FF_MULTIPLE)
-
-
-def mlp_params(d_model: int, d_ff: int) -> int:
-  return 3 * d_model * d_ff   # SwiGLU: gate, up, down
-
-
-def non_embedding_params(model) -> int:
-  """Non-embedding parameters of a resolved model config (norms, mixers, MLPs)."""
-  from hybrid_jax.model import registry
-  d = model.d_model
-  total = d  # final norm
-  for letter in layer_letters(model.pattern, model.n_layers):
-    total += 2 * d + registry.get(letter).param_count(model) + mlp_params(d, model.d_ff)
-  return total  # input embedding and (untied) LM head excluded
-
-
-def embedding_params(model) -> int:
-  return model.vocab_size * model.d_model * (1 if model.tie_embeddings else 2)
-
-
-def layer_letters(pattern: str, n_layers: int) -> str:
-  return (pattern * (n_layers // max(1, len(pattern)) + 1))[:n_layers]
-
-
-def match_d_ff(model, target: int) -> int:
-  """The d_ff (a multiple of D_FF_MULTIPLE) whose model is nearest to ``target`` parameters."""
-  import copy
-  probe = copy.deepcopy(model)
-  probe.d_ff = 0
-  base = non_embedding_params(probe)
-  per_unit = mlp_params(model.d_model, 1) * model.n_layers
-  return round_d_ff((target - base) / per_unit)

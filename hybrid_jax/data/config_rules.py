@@ -1,11 +1,26 @@
-"""Config rules of the data section beyond the synthetic source's: the tokenizer, the corpus
-directory and the training mix. Each failure is one line naming the field."""
+"""Config rules of the data section: the source, the sequence and pair layout, the
+tokenizer, the corpus directory and the training mix. Each failure is one line naming the
+field."""
 
 from pathlib import Path
 
+DATASETS = ("synthetic", "mix")
+
 
 def check_data(d, vocab_size: int, fail) -> None:
-  """``fail(field, rule, value)`` raises; called by ``configs.validate`` before any compute."""
+  """``fail(field, rule, value)`` raises; called by ``hybrid_jax.resolve`` before any compute."""
+  if d.name not in DATASETS:
+    fail("data.name", f"must be one of {DATASETS}", d.name)
+  if not isinstance(d.seq_len, int) or d.seq_len < 2:
+    fail("data.seq_len", "must be an integer >= 2", d.seq_len)
+  if d.n_pairs < 0 or 6 * d.n_pairs > d.seq_len:
+    fail("data.n_pairs", f"must be in [0, seq_len/6 = {d.seq_len // 6}]", d.n_pairs)
+  if not 1 <= d.min_distance < d.seq_len:
+    fail("data.min_distance", f"must be in [1, seq_len={d.seq_len})", d.min_distance)
+  if d.name == "synthetic":
+    from hybrid_jax.data.synthetic import MIN_VOCAB
+    if vocab_size < MIN_VOCAB:
+      fail("model.vocab_size", f"synthetic data needs >= {MIN_VOCAB} tokens", vocab_size)
   from hybrid_jax.data.tokenizer import BYTE, load_tokenizer
   if d.tokenizer != BYTE:
     try:

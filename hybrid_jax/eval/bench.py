@@ -35,7 +35,7 @@ def main(argv=None) -> dict:
   p.add_argument("--reps", type=int, default=2)
   args = p.parse_args(argv)
 
-  from hybrid_jax.configs import resolve
+  from hybrid_jax.resolve import resolve
   from hybrid_jax.configs.default import get_config
   from hybrid_jax.eval.evaluate import Evaluator, check_settings
   from hybrid_jax.train.loop import init_state

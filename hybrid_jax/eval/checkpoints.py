@@ -13,7 +13,7 @@ import jax
 import ml_collections
 import orbax.checkpoint as ocp
 
-from hybrid_jax.configs import resolve
+from hybrid_jax.resolve import resolve
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.train.rundir import RunDir
 

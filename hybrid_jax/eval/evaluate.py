@@ -65,7 +65,7 @@ def check_inputs(workdir, cfg) -> EvalSettings:
 
 def check_settings(cfg) -> EvalSettings:
   """The settings' one-line errors (tasks, lengths, reference run), before any compute."""
-  from hybrid_jax.configs import resolve
+  from hybrid_jax.resolve import resolve
   resolved = resolve(cfg)
   settings = EvalSettings.from_config(resolved)
   if settings.reference is not None and settings.longppl_rows:

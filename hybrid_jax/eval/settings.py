@@ -11,12 +11,14 @@ import hashlib
 import json
 import math
 
+from hybrid_jax.configs import require_resolved
+
 NOT_IN_ID = ("every",)
 
 
 def task_module():
-  """``hybrid_jax.data.task_families`` (every task by name), imported late (configs import
-  this module)."""
+  """``hybrid_jax.data.task_families`` (every task by name), imported late (``hybrid_jax.resolve``
+  imports this module's rules)."""
   from hybrid_jax.data import task_families
   return task_families
 
@@ -102,6 +104,7 @@ class EvalSettings:
   @classmethod
   def from_config(cls, cfg) -> "EvalSettings":
     """From a resolved run config (``cfg.eval`` plus ``data.seq_len`` for the short length)."""
+    require_resolved(cfg, "EvalSettings.from_config")
     e = cfg.eval
     return cls(tasks=task_names(e.tasks), lengths=tuple(int(n) for n in e.lengths),
                depths=tuple(float(d) for d in e.depths), examples=int(e.examples),

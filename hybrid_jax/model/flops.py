@@ -2,12 +2,15 @@
 
 import numpy as np
 
+from hybrid_jax.configs import require_resolved
+from hybrid_jax.model import registry
+from hybrid_jax.model.attention import head_dim, n_local_heads
+
 
 def model_flops_per_token(cfg) -> float:
   """6 x matmul parameters (incl. the LM head) + attention scores on the keys each query
   really sees (causal: (T+1)/2 on average; SWA: the band only), forward + backward."""
-  from hybrid_jax.model import registry
-  from hybrid_jax.model.attention import head_dim, n_local_heads
+  require_resolved(cfg, "model_flops_per_token")
   m, t = cfg.model, cfg.data.seq_len
   n_matmul = cfg.derived.non_embedding_params + m.vocab_size * m.d_model
   pos = np.arange(t)

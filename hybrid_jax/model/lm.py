@@ -4,8 +4,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from hybrid_jax.configs.sizes import layer_letters
 from hybrid_jax.model import registry
+from hybrid_jax.model.config import ModelConfig
+from hybrid_jax.model.params import layer_letters
 
 
 class SwiGLU(nnx.Module):
@@ -40,9 +41,11 @@ class Block(nnx.Module):
 
 
 class LM(nnx.Module):
-  """Hybrid LM whose layer i uses the mixer of letter pattern[i % len(pattern)]."""
+  """Hybrid LM whose layer i uses the mixer of letter pattern[i % len(pattern)]. ``m``: a
+  resolved model section; blocks and mixers get its frozen ``ModelConfig``."""
 
   def __init__(self, m, rngs: nnx.Rngs):
+    m = ModelConfig.from_config(m)
     dtype = jnp.dtype(m.dtype)
     self.tie_embeddings = m.tie_embeddings
     self.layer_letters = layer_letters(m.pattern, m.n_layers)

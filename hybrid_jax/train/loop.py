@@ -11,9 +11,10 @@ import jax
 from flax import nnx
 from tqdm import tqdm
 
-from hybrid_jax.configs import ConfigError, resolve
+from hybrid_jax.configs import ConfigError, require_resolved
 from hybrid_jax.data import make_source
 from hybrid_jax.model import build_model
+from hybrid_jax.resolve import ensure_resolved
 from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.optim import make_optimizer
@@ -59,6 +60,7 @@ def init_state(cfg, mesh=None):
   """(graphdef, rest, state, tx, schedule); state = {params, opt_state} is the pure pytree
   that is checkpointed. Initialisation runs as one compiled program, not op by op; with a
   ``mesh`` every array is created directly in its sharding (no device holds the whole)."""
+  require_resolved(cfg, "init_state")
   tx, schedule = make_optimizer(cfg.train, cfg.derived.steps)
 
   def init():
@@ -77,8 +79,9 @@ def init_state(cfg, mesh=None):
 
 
 def train(cfg, workdir, *, progress: bool | None = None) -> dict:
-  """Train (or resume) the run in ``workdir``; returns its final status."""
-  cfg = resolve(cfg)                       # ConfigError here: nothing computed, nothing written
+  """Train (or resume) the run in ``workdir``; returns its final status. ``cfg``: requested
+  or already resolved (the CLI resolves once and passes the result)."""
+  cfg = ensure_resolved(cfg)               # ConfigError here: nothing computed, nothing written
   if cfg.eval.every:                       # bad eval settings too (EvalInputError, one line)
     from hybrid_jax.eval.evaluate import check_settings
     check_settings(cfg)

@@ -130,9 +130,9 @@ class RunDir:
     return records
 
   def truncate_metrics(self, last_step: int):
+    """Drop records past the restored checkpoint: they will be logged again, identically."""
     if not self.writer:
       return
-    """Drop records past the restored checkpoint: they will be logged again, identically."""
     records = [r for r in self.read_metrics() if r["step"] <= last_step]
     atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
 

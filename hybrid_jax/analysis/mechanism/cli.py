@@ -69,8 +69,8 @@ def _parser():
 
 def _n_heads(run: Run, kinds: str | None = None) -> int:
   """Attention heads of the run (of its layers whose letter is in ``kinds``, if given)."""
-  from hybrid_jax.configs import resolve
-  from hybrid_jax.configs.sizes import layer_letters
+  from hybrid_jax.resolve import resolve
+  from hybrid_jax.model.params import layer_letters
   from hybrid_jax.eval.checkpoints import load_run_config
   from hybrid_jax.model import registry
   m = resolve(load_run_config(run.path)).model

@@ -84,7 +84,3 @@ def top_heads(scores: dict, k: int) -> list[tuple[int, int]]:
   copy = np.nan_to_num(scores["copy"], nan=-np.inf)
   order = np.lexsort((-copy.ravel(), -mass.ravel()))
   return [tuple(int(x) for x in np.unravel_index(i, mass.shape)) for i in order[:k]]
-
-
-def n_scored_heads(model) -> int:
-  return sum(b.mixer.n_heads for b in model.blocks if F.is_attention(b))

@@ -29,7 +29,7 @@ def main(argv=None):
   p.add_argument("--gradient", action="store_true")
   args = p.parse_args(argv)
   from hybrid_jax.analysis.mechanism import gradient, heads
-  from hybrid_jax.configs import resolve
+  from hybrid_jax.resolve import resolve
   from hybrid_jax.configs.base import base_config
   from hybrid_jax.data import tasks
   from hybrid_jax.model.lm import build_model

@@ -1,0 +1,51 @@
+"""``resolve``: the one place a requested config becomes a run's config. It composes each
+package's own check (``model.config_rules``, ``data.config_rules``, ``eval.settings`` and
+the configs leaf's train/checkpoint/mesh rules), fills the shape fields and derives the
+step budget. Every failure is one ConfigError line naming the field, before any compute.
+
+A train command resolves once (the CLI); functions that read ``derived`` or filled shape
+fields take the resolved config and check it (``hybrid_jax.configs.require_resolved``)."""
+
+import copy
+
+import ml_collections
+
+from hybrid_jax.configs import rules
+from hybrid_jax.data.config_rules import check_data, data_fingerprint
+from hybrid_jax.eval.settings import check_eval_section
+from hybrid_jax.model import params
+from hybrid_jax.model.config_rules import resolve_model
+
+
+def resolve(cfg) -> ml_collections.ConfigDict:
+  """A validated copy with shape fields filled and a ``derived`` section (steps, N, ...).
+  A resolved config may be passed again: its ``derived`` is recomputed."""
+  rules.check_keys(cfg)
+  out = ml_collections.ConfigDict(copy.deepcopy(cfg.to_dict()))
+  if "derived" in out:
+    del out["derived"]
+  m = out.model
+  resolve_model(m)
+  check_data(out.data, m.vocab_size, rules.fail)
+  rules.check_train(out.train)
+  rules.check_checkpoint(out.checkpoint)
+  rules.check_mesh(out.mesh)
+  check_eval_section(out.eval, rules.fail)
+  if out.data.seed is None:
+    out.data.seed = out.train.seed
+  n = params.non_embedding_params(m)
+  steps = rules.budget_steps(out, n)
+  out.derived = ml_collections.ConfigDict(dict(
+      steps=steps, tokens=steps * out.train.batch_size * out.data.seq_len,
+      non_embedding_params=n, embedding_params=params.embedding_params(m),
+      layers=params.layer_letters(m.pattern, m.n_layers)))
+  fingerprint = data_fingerprint(out.data)
+  if fingerprint is not None:           # absent for byte tokens on generated data: old runs resume
+    out.derived.data_fingerprint = fingerprint
+  return out
+
+
+def ensure_resolved(cfg) -> ml_collections.ConfigDict:
+  """``cfg`` itself when it is already resolved (a train command resolves once), else
+  ``resolve(cfg)``: for entry points that accept a requested or a resolved config."""
+  return cfg if rules.is_resolved(cfg) else resolve(cfg)
