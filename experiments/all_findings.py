@@ -7,27 +7,19 @@ already holds whole seeds), then the scaling grid's other sizes and budgets, sma
 first. Each finding's ``run.py --no-train`` then reports from the shared root.
 """
 
-import importlib.util
 from pathlib import Path
 
-from hybrid_jax.configs.toy_study import get_config
-from hybrid_jax.launch.grid import Sweep
+from experiments.toy_study.config import get_config
+from hybrid_jax.launch.grid import Sweep, load_sweep
 
 HERE = Path(__file__).parent
 FINDINGS = ("scaling", "full_attention_carries_retrieval", "large_window_laziness", "nope_on_full")
 SIZE_ORDER = {"toy-3xs": 0, "toy-2xs": 1, "toy-xs": 2}
 
 
-def _grid(finding):
-  spec = importlib.util.spec_from_file_location(f"_sweep_{finding}", HERE / finding / "sweep.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_sweep().grid
-
-
 def get_sweep():
   """The findings' grids, deduplicated; a run any of findings 2-4 uses comes first, by seed."""
-  grids = {f: _grid(f) for f in FINDINGS}
+  grids = {f: load_sweep(HERE / f / "sweep.py").grid for f in FINDINGS}
   shared = {_key(p) for f in FINDINGS[1:] for p in grids[f]}
   points = list({_key(p): p for f in FINDINGS for p in grids[f]}.values())
   points.sort(key=lambda p: (0, p["train.seed"]) if _key(p) in shared else

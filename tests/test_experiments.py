@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hybrid_jax.configs import toy_study as T
+from experiments.toy_study import config as T
 from hybrid_jax.launch.grid import load_sweep, plan
 from test_study import fake_run
 

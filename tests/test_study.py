@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from hybrid_jax.analysis import study
+from experiments.toy_study import study
 
 
 def fake_run(root, name, *, pattern="SF", window=4, pos_full="rope", size="toy-xs", seed=0,

@@ -9,21 +9,14 @@ random heads of the same layers (``analyze ablate``), and probes every layer's r
 stream for the retrieved value (``analyze probe``). Writes REPORT.md and its figure here.
 """
 
-import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
 
-from hybrid_jax.analysis import study  # noqa: E402
-from hybrid_jax.configs import toy_study as T  # noqa: E402
+from experiments.toy_study import config as T
+from experiments.toy_study import runner, study
 
-HERE = Path(__file__).parent
 TASK = ["--task", "kv_recall", "--length", "64"]
 WINDOW = 4        # the receptive field both constraints cap to
 K = 2             # heads ablated (of the 8 full-attention heads)
@@ -50,32 +43,28 @@ def analyses(run) -> dict:
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--root", default=T.ROOT)
-  p.add_argument("--parallel", type=int, default=2)
-  p.add_argument("--no-train", action="store_true", help="report on the finished runs only")
-  p.add_argument("--out", default=str(HERE), help="where REPORT.md and its figures go")
-  args = p.parse_args(argv)
-  out = Path(args.out)
-  t0 = time.monotonic()
-  if not args.no_train:
-    study.cli("sweep", "submit", HERE / "sweep.py", "--root", args.root, "--parallel", args.parallel)
-  t_train = time.monotonic() - t0
-  runs = study.load_runs(args.root)
+  inv = runner.train_missing(runner.parse(__doc__, __file__, argv))
+  groups = build(inv.root)
+  t1 = time.monotonic()
+  res = {name: [analyses(r) for r in rs] for name, rs in groups.items()}
+  t_analysis = time.monotonic() - t1
+  write(inv, groups, res, draw(res, inv.out), t_analysis)
+
+
+def build(root) -> dict:
+  """The SWA-4 hybrid's runs (three seeds) and the Lightning hybrid's (one: sweep.py)."""
+  runs = study.load_runs(root)
   groups = {f"SF w={T.WINDOWS['small']}": study.select(runs, size="toy-xs", pattern="SF",
                                                      window=T.WINDOWS["small"], pos_full="rope",
                                                      budget=T.BUDGET),
             "LF": study.select(runs, size="toy-xs", pattern="LF", budget=T.BUDGET)}
-  need = {name: len(T.SEEDS) if name.startswith("SF") else 1 for name in groups}   # sweep.py
-  for name, rs in groups.items():
-    if len(rs) < need[name]:
-      sys.exit(f"full_attention_carries_retrieval: {len(rs)} finished {name} runs under "
-               f"{args.root}; need {need[name]} (see hybrid-jax sweep status {args.root})")
-  t1 = time.monotonic()
-  res = {name: [analyses(r) for r in rs] for name, rs in groups.items()}
-  t_analysis = time.monotonic() - t1
+  runner.require_seeds("full_attention_carries_retrieval", {n: groups[n] for n in groups if n != "LF"}, root)
+  runner.require_seeds("full_attention_carries_retrieval", {"LF": groups["LF"]}, root, need=1)
+  return groups
 
-  fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+
+def draw(res, out) -> str:
+  fig, axes = runner.subplots(1, 3, figsize=(16, 4.2))
   settings = ("none", "full_constrained", "efficient_constrained")
   width = 0.38
   for i, (name, rr) in enumerate(res.items()):
@@ -102,8 +91,11 @@ def main(argv=None):
   for ax in axes:
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
-  fig_name = study.save_figure(fig, out / "full_attention_carries_retrieval.png")
+  return study.save_figure(fig, out / "full_attention_carries_retrieval.png")
 
+
+def write(inv, groups, res, fig_name, t_analysis):
+  letters = res[next(iter(res))][0]["probe"]["letters"]
   rows = []
   for name, rr in res.items():
     c = lambda s, key="acc": study.stats([r["constrain"]["settings"][s][key] for r in rr])
@@ -128,7 +120,7 @@ def main(argv=None):
   report = f"""# Full attention carries long-range retrieval, at toy scale
 
 Command: `python experiments/full_attention_carries_retrieval/run.py` (on a 2-core CPU; runs
-are shared with the other findings under `{args.root}`).
+are shared with the other findings under `{inv.root}`).
 
 ## Question
 In a trained hybrid, which layers carry retrieval: the full-attention layers (their
@@ -164,12 +156,11 @@ Mean ± sample std [min, max] over seeds (their number in brackets after the mod
 ## Cost
 Training: {train_sum:.0f} core-minutes for the {sum(map(len, groups.values()))} runs
 ({train_wall:.0f} minutes on two workers, from each run's checkpoint timestamps); this
-command's own wall time was {(t_train + t_analysis) / 60:.1f} minutes ({t_train / 60:.1f}
+command's own wall time was {(inv.train_seconds + t_analysis) / 60:.1f} minutes ({inv.train_seconds / 60:.1f}
 training what the root lacked, {t_analysis / 60:.1f} analysing; analyses already under each run's `analysis/` are reused, so a rerun
 only redraws: experiments/README.md gives their from-scratch time).
 """
-  study.write_report(out / "REPORT.md", report)
-  print(f"wrote {out / 'REPORT.md'}")
+  runner.write(inv, report)
 
 
 def _layer_names(letters: str, n: int) -> list[str]:

@@ -2,7 +2,7 @@
 SWA/full hybrid (three seeds) and the Lightning/full hybrid (one seed, for lack of CPU
 time), toy-xs at 30 N tokens."""
 
-from hybrid_jax.configs.toy_study import SEEDS, get_config, point
+from experiments.toy_study.config import SEEDS, get_config, point
 from hybrid_jax.launch.grid import Sweep
 
 

@@ -8,21 +8,15 @@ its checkpoints (``hybrid-jax analyze trace``), and writes REPORT.md and its fig
 Does a larger window delay the formation of the full-attention layers' retrieval heads?
 """
 
-import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
 
-from hybrid_jax.analysis import study  # noqa: E402
-from hybrid_jax.configs import toy_study as T  # noqa: E402
+from experiments.toy_study import config as T
+from experiments.toy_study import runner, study
+from hybrid_jax.model.params import layer_letters
 
-HERE = Path(__file__).parent
 FAR = study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
 THRESHOLD = 0.25          # far accuracy taken as "emerged" (chance 1/64)
 MASS_THRESHOLD = 0.1      # top-4 heads' mean mass on the needle taken as "formed" (~2/64 at init)
@@ -54,33 +48,30 @@ def formation_tokens(tokens_K, mass_K):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--root", default=T.ROOT)
-  p.add_argument("--parallel", type=int, default=2)
-  p.add_argument("--no-train", action="store_true", help="report on the finished runs only")
-  p.add_argument("--out", default=str(HERE), help="where REPORT.md and its figures go")
-  args = p.parse_args(argv)
-  out = Path(args.out)
-  t0 = time.monotonic()
-  if not args.no_train:
-    study.cli("sweep", "submit", HERE / "sweep.py", "--root", args.root, "--parallel", args.parallel)
-  t_train = time.monotonic() - t0
-  runs = study.load_runs(args.root)
-  groups = {name: study.select(runs, size="toy-xs", pattern="SF", window=w, pos_full="rope",
-                               budget=T.BUDGET)
-            for name, w in T.WINDOWS.items()}
-  full = study.select(runs, size="toy-xs", pattern="F", pos_full="rope", budget=T.BUDGET)
-  for name, rs in list(groups.items()) + [("full", full)]:
-    if len(rs) < len(T.SEEDS):
-      sys.exit(f"large_window_laziness: {len(rs)} finished {name} runs under {args.root}; "
-               f"need {len(T.SEEDS)} (see hybrid-jax sweep status {args.root})")
+  inv = runner.train_missing(runner.parse(__doc__, __file__, argv))
+  groups, full = build(inv.root)
   t1 = time.monotonic()
   traces = {name: [trace(r) for r in rs] for name, rs in groups.items()}       # where the top heads are
   f_traces = {name: [trace(r, "F") for r in rs] for name, rs in groups.items()}  # the F layers' top heads
   t_analysis = time.monotonic() - t1
+  fig_name = draw(groups, full, f_traces, inv.out)
+  write(inv, groups, full, summarise(groups, full, traces, f_traces), fig_name, t_analysis)
 
-  # Emergence of far retrieval (eval curves) and of the retrieval heads (traces).
-  fig, axes = plt.subplots(1, 5, figsize=(24, 4.2))
+
+def build(root):
+  """({window name: the SF runs}, the F runs), three seeds each (one line and exit otherwise)."""
+  runs = study.load_runs(root)
+  groups = {name: study.select(runs, size="toy-xs", pattern="SF", window=w, pos_full="rope",
+                               budget=T.BUDGET)
+            for name, w in T.WINDOWS.items()}
+  full = study.select(runs, size="toy-xs", pattern="F", pos_full="rope", budget=T.BUDGET)
+  runner.require_seeds("large_window_laziness", {**groups, "full": full}, root)
+  return groups, full
+
+
+def draw(groups, full, f_traces, out) -> str:
+  """Emergence of far retrieval (eval curves) and of the retrieval heads (traces)."""
+  fig, axes = runner.subplots(1, 5, figsize=(24, 4.2))
   emergence = {f"SF w={T.WINDOWS[n]}": study.curves(rs, FAR) for n, rs in groups.items()}
   emergence["F"] = study.curves(full, FAR)
   study.band_figure(axes[0], emergence, ylabel="kv_recall accuracy, distance 43-61 (T=64)",
@@ -99,9 +90,13 @@ def main(argv=None):
       bands[f"SF w={T.WINDOWS[name]}"] = (np.array(common), vals)
     study.band_figure(ax, bands, ylabel=key)
     ax.set_title(title)
-  fig_name = study.save_figure(fig, out / "laziness.png")
+  return study.save_figure(fig, out / "laziness.png")
 
-  rows, summary = [], {}
+
+def summarise(groups, full, traces, f_traces) -> dict:
+  """Per model: tokens to far retrieval per seed, final and peak accuracy; per hybrid also
+  the F layers' heads' formation tokens and final mass, and where the top heads sit."""
+  summary = {}
   for name, rs in list(groups.items()) + [("full", full)]:
     tok, vals = study.curves(rs, FAR)
     emerge = [study.tokens_to(tok, v, THRESHOLD) for v in vals]
@@ -115,6 +110,12 @@ def main(argv=None):
       row.update(formation_raw=form, mass=study.stats(final_mass),
                  in_full=study.stats(in_full))
     summary[name] = row
+  return summary
+
+
+def write(inv, groups, full, summary, fig_name, t_analysis):
+  rows = []
+  for name, row in summary.items():
     label = f"SF w={T.WINDOWS[name]}" if name in T.WINDOWS else "F (no window)"
     rows.append([label, study.tokens_cell(row["emerge_raw"]), row["final"],
                  study.tokens_cell(row["formation_raw"]) if "formation_raw" in row else "-",
@@ -130,7 +131,7 @@ def main(argv=None):
   report = f"""# Large-Window Laziness at toy scale
 
 Command: `python experiments/large_window_laziness/run.py` (on a 2-core CPU; runs are shared
-with the other findings under `{args.root}`).
+with the other findings under `{inv.root}`).
 
 ## Question
 Does a larger sliding window delay the formation of the full-attention layers' retrieval
@@ -166,16 +167,14 @@ within the budget (left out of that mean).
 ## Cost
 Training: {train_sum:.0f} core-minutes for the {len(all_runs)} runs ({train_wall:.0f} minutes on
 two workers, from each run's checkpoint timestamps); this command's own wall time was
-{(t_train + t_analysis) / 60:.1f} minutes ({t_train / 60:.1f} training the runs the root
+{(inv.train_seconds + t_analysis) / 60:.1f} minutes ({inv.train_seconds / 60:.1f} training the runs the root
 lacked, {t_analysis / 60:.1f} tracing heads; analyses already under each run's `analysis/` are reused, so a rerun
 only redraws: experiments/README.md gives their from-scratch time).
 """
-  study.write_report(out / "REPORT.md", report)
-  print(f"wrote {out / 'REPORT.md'}")
+  runner.write(inv, report)
 
 
 def T_letter(run, layer: int) -> str:
-  from hybrid_jax.model.params import layer_letters
   return layer_letters(run.model["pattern"], run.config["model"]["n_layers"])[layer]
 
 

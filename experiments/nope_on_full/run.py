@@ -8,19 +8,9 @@ its figure here from their evaluations: retrieval at and beyond the training len
 short-context loss.
 """
 
-import argparse
-import sys
-import time
-from pathlib import Path
+from experiments.toy_study import config as T
+from experiments.toy_study import runner, study
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from hybrid_jax.analysis import study  # noqa: E402
-from hybrid_jax.configs import toy_study as T  # noqa: E402
-
-HERE = Path(__file__).parent
 LAST_EVALS = 3   # "final" = the mean of the last three evaluations (the cosine tail, 300 steps)
 METRICS = {  # name: (metric, what it measures)
     "far@64": (study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25"),
@@ -33,18 +23,15 @@ METRICS = {  # name: (metric, what it measures)
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--root", default=T.ROOT)
-  p.add_argument("--parallel", type=int, default=2)
-  p.add_argument("--no-train", action="store_true", help="report on the finished runs only")
-  p.add_argument("--out", default=str(HERE), help="where REPORT.md and its figures go")
-  args = p.parse_args(argv)
-  out = Path(args.out)
-  t0 = time.monotonic()
-  if not args.no_train:
-    study.cli("sweep", "submit", HERE / "sweep.py", "--root", args.root, "--parallel", args.parallel)
-  t_wall = time.monotonic() - t0
-  runs = study.load_runs(args.root)
+  inv = runner.train_missing(runner.parse(__doc__, __file__, argv))
+  groups = build(inv.root)
+  bands, final = analyse(groups)
+  write(inv, groups, final, draw(bands, inv.out))
+
+
+def build(root) -> dict:
+  """The three models' finished runs, three seeds each (one line and exit otherwise)."""
+  runs = study.load_runs(root)
   w = T.WINDOWS["small"]
   groups = {
       f"SF w={w} RoPE": study.select(runs, size="toy-xs", pattern="SF", window=w, pos_full="rope",
@@ -53,21 +40,31 @@ def main(argv=None):
                                          pos_full="nope", budget=T.BUDGET),
       "F (RoPE)": study.select(runs, size="toy-xs", pattern="F", pos_full="rope", budget=T.BUDGET),
   }
-  for name, rs in groups.items():
-    if len(rs) < len(T.SEEDS):
-      sys.exit(f"nope_on_full: {len(rs)} finished {name} runs under {args.root}; need "
-               f"{len(T.SEEDS)} (see hybrid-jax sweep status {args.root})")
+  runner.require_seeds("nope_on_full", groups, root)
+  return groups
 
-  fig, axes = plt.subplots(1, len(METRICS), figsize=(5 * len(METRICS), 4.2))
-  final = {}
-  for ax, (mname, (metric, what)) in zip(axes, METRICS.items()):
-    bands = {g: study.curves(rs, metric) for g, rs in groups.items()}
-    study.band_figure(ax, bands, ylabel=mname, chance=None if "loss" in mname else 1 / 64)
-    ax.set_title(what, fontsize=9)
-    for g, (_, vals) in bands.items():   # the last LAST_EVALS evaluations, for less eval noise
+
+def analyse(groups):
+  """Per metric the seed-aligned curves of every model, and per model and metric the final
+  values per seed (the mean of the last LAST_EVALS evaluations, for less eval noise)."""
+  bands, final = {}, {}
+  for mname, (metric, _) in METRICS.items():
+    bands[mname] = {g: study.curves(rs, metric) for g, rs in groups.items()}
+    for g, (_, vals) in bands[mname].items():
       final.setdefault(g, {})[mname] = vals[:, -LAST_EVALS:].mean(axis=1)
-  fig_name = study.save_figure(fig, out / "nope_on_full.png")
+  return bands, final
 
+
+def draw(bands, out) -> str:
+  fig, axes = runner.subplots(1, len(METRICS), figsize=(5 * len(METRICS), 4.2))
+  for ax, (mname, (_, what)) in zip(axes, METRICS.items()):
+    study.band_figure(ax, bands[mname], ylabel=mname, chance=None if "loss" in mname else 1 / 64)
+    ax.set_title(what, fontsize=9)
+  return study.save_figure(fig, out / "nope_on_full.png")
+
+
+def write(inv, groups, final, fig_name):
+  w = T.WINDOWS["small"]
   rows = [[g] + [study.stats(final[g][m]) for m in METRICS] for g in groups]
   table = study.markdown_table([f"model (3 seeds, mean of the last {LAST_EVALS} evals)"] + list(METRICS), rows)
   rope, nope, full = (final[g] for g in groups)
@@ -79,7 +76,7 @@ def main(argv=None):
   report = f"""# NoPE on the full-attention layers at toy scale
 
 Command: `python experiments/nope_on_full/run.py` (on a 2-core CPU; runs are shared with the
-other findings under `{args.root}`).
+other findings under `{inv.root}`).
 
 ## Question
 In a small-window SWA hybrid, does removing RoPE from the full-attention layers only
@@ -108,10 +105,9 @@ Mean ± sample std [min, max] over three seeds; the difference is taken seed by 
 ## Cost
 Training: {train_sum:.0f} core-minutes for the 9 runs ({train_wall:.0f} minutes on two
 workers, from each run's checkpoint timestamps); this command's own wall time was
-{t_wall / 60:.1f} minutes (training what the root lacked; the report reads eval logs).
+{inv.train_seconds / 60:.1f} minutes (training what the root lacked; the report reads eval logs).
 """
-  study.write_report(out / "REPORT.md", report)
-  print(f"wrote {out / 'REPORT.md'}")
+  runner.write(inv, report)
 
 
 def _verdict(diff, rope, nope, full) -> str:

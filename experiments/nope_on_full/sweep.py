@@ -2,7 +2,7 @@
 and with NoPE on its full-attention layers only, and the full-attention baseline; three
 seeds each, toy-xs at 30 N tokens."""
 
-from hybrid_jax.configs.toy_study import SEEDS, get_config, point
+from experiments.toy_study.config import SEEDS, get_config, point
 from hybrid_jax.launch.grid import Sweep
 
 

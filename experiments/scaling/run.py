@@ -9,23 +9,15 @@ curves of far retrieval and short-context loss against tokens, final values at e
 and budget, and a scaling-law fit L(N, D) per architecture with the largest size held out.
 """
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
 
-from hybrid_jax.analysis import scaling as S  # noqa: E402
-from hybrid_jax.analysis import study  # noqa: E402
-from hybrid_jax.configs import toy_study as T  # noqa: E402
-
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
-import sweep as grid  # noqa: E402
+from experiments.scaling import sweep as grid
+from experiments.toy_study import config as T
+from experiments.toy_study import runner, study
+from hybrid_jax.analysis import scaling as S
 
 FAR = study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
 AT128 = study.mean_of("retrieval_acc/kv_recall/128")
@@ -41,18 +33,18 @@ def arch_name(pattern, window) -> str:
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--root", default=T.ROOT)
-  p.add_argument("--parallel", type=int, default=2)
-  p.add_argument("--no-train", action="store_true", help="report on the finished runs only")
-  p.add_argument("--out", default=str(HERE), help="where REPORT.md and its figures go")
-  args = p.parse_args(argv)
-  out = Path(args.out)
-  t0 = time.monotonic()
-  if not args.no_train:
-    study.cli("sweep", "submit", HERE / "sweep.py", "--root", args.root, "--parallel", args.parallel)
-  t_train = time.monotonic() - t0
-  runs = study.load_runs(args.root)
+  inv = runner.train_missing(runner.parse(__doc__, __file__, argv))
+  seeds, cells = build(inv.root)
+  emergence_png = draw_emergence(seeds, cells, inv.out)
+  emergence = analyse_emergence(seeds, cells)
+  fit_rows, fit_png = fit_laws(seeds, cells, inv.out)
+  write(inv, seeds, cells, emergence, emergence_png, fit_rows, fit_png)
+
+
+def build(root):
+  """({architecture: its toy-xs 30 N seeds}, {(architecture, size, budget): its seed-0 run});
+  one line and exit when any is unfinished."""
+  runs = study.load_runs(root)
 
   def pick(pattern, window, **where):
     sel = dict(pattern=pattern, pos_full="rope", **where)
@@ -67,11 +59,14 @@ def main(argv=None):
            for p_, w in grid.ARCHS for size in grid.SIZES for b in grid.BUDGETS}
   missing += [f"{a} {size} {b:g}N" for (a, size, b), rs in cells.items() if not rs]
   if missing:
-    sys.exit(f"scaling: runs not finished under {args.root}: {', '.join(missing[:6])}"
-             f"{' ...' if len(missing) > 6 else ''} (see hybrid-jax sweep status {args.root})")
+    sys.exit(f"scaling: runs not finished under {root}: {', '.join(missing[:6])}"
+             f"{' ...' if len(missing) > 6 else ''} (see hybrid-jax sweep status {root})")
+  return seeds, cells
 
-  # 1. Emergence (largest size, three seeds) and the other sizes' largest-budget curves.
-  fig, axes = plt.subplots(2, 3, figsize=(17, 8.4))
+
+def draw_emergence(seeds, cells, out) -> str:
+  """Emergence (largest size, three seeds) and the other sizes' largest-budget curves."""
+  fig, axes = runner.subplots(2, 3, figsize=(17, 8.4))
   for ax, (metric, ylabel, chance) in zip(axes[0], (
       (FAR, "kv_recall acc., distance 43-61 (T=64)", 1 / 64),
       (AT128, "kv_recall acc. at 128 (2x the training length)", 1 / 64),
@@ -84,8 +79,12 @@ def main(argv=None):
                            for a in seeds}, ylabel="far kv_recall acc.", chance=1 / 64)
     n = cells[(next(iter(seeds)), size, grid.BUDGETS[-1])][0].n
     ax.set_title(f"{size} (N = {n / 1e6:.3g}M), 30 N, seed 0", fontsize=9)
-  emergence_png = study.save_figure(fig, out / "emergence.png")
+  return study.save_figure(fig, out / "emergence.png")
 
+
+def analyse_emergence(seeds, cells) -> dict:
+  """Tokens to far retrieval per seed, final values, and how the architectures' gap closes
+  over tokens (within the 30 N runs) and over budgets (each budget its own run); as tables."""
   rows, early, emerge_raw = [], {}, {}
   for a, rs in seeds.items():
     tok, far = study.curves(rs, FAR)
@@ -120,7 +119,7 @@ def main(argv=None):
   size_best = {size: max(FAR(cells[(a, size, grid.BUDGETS[-1])][0].curve[-1]) for a in seeds)
                for size in grid.SIZES}
 
-  # 2. Final values at every size x budget (seed 0).
+  # Final values at every size x budget (seed 0).
   final_rows = []
   for size in grid.SIZES:
     for b in grid.BUDGETS:
@@ -130,9 +129,14 @@ def main(argv=None):
         row.append(f"{rec['short_loss']:.3f} / {FAR(rec):.2f}")
       final_rows.append(row)
   final_table = study.markdown_table(["size", "budget (x N)"] + list(seeds), final_rows)
+  return dict(emergence_table=emergence_table, conv_table=conv_table, budget_table=budget_table,
+              final_table=final_table, emerge_raw=emerge_raw, budget_tokens=tok[-1],
+              spread_K=spread_K, budget_spread=budget_spread, size_best=size_best)
 
-  # 3. Scaling-law fit per architecture, largest size held out.
-  fig, axes = plt.subplots(1, len(seeds), figsize=(4.2 * len(seeds), 3.8), sharey=True)
+
+def fit_laws(seeds, cells, out):
+  """Scaling-law fit per architecture, largest size held out: (table rows, figure)."""
+  fig, axes = runner.subplots(1, len(seeds), figsize=(4.2 * len(seeds), 3.8), sharey=True)
   fit_rows = []
   for ax, a in zip(axes, seeds):
     pts = [(r.n, r.curve[-1]["tokens"], r.curve[-1]["short_loss"])
@@ -157,7 +161,11 @@ def main(argv=None):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
   axes[0].set_ylabel("final short-context loss")
-  fit_png = study.save_figure(fig, out / "scaling_fit.png")
+  return fit_rows, study.save_figure(fig, out / "scaling_fit.png")
+
+
+def write(inv, seeds, cells, emergence, emergence_png, fit_rows, fit_png):
+  e = emergence
   fit_table = study.markdown_table(
       ["architecture", "alpha", "beta", "R^2 (fitted sizes)", "held-out RMSE", "held-out MAE",
        "held-out MAE / loss"], fit_rows)
@@ -168,7 +176,7 @@ def main(argv=None):
   report = f"""# Scaling at toy scale: does the design change how fast long-context ability emerges?
 
 Command: `python experiments/scaling/run.py` (on a 2-core CPU; runs are shared with the other
-findings under `{args.root}`).
+findings under `{inv.root}`).
 
 ## Setting, and why
 Five architectures, all 1:1 with full attention where hybrid: full attention (`F`), SWA/full
@@ -186,7 +194,7 @@ to fit in about an hour and a half.
 ## Emergence
 ![emergence]({emergence_png})
 
-{emergence_table}
+{e['emergence_table']}
 
 Mean ± sample std [min, max] over seeds (their number in brackets; the Lightning hybrid
 has one, for lack of CPU time); "never": seeds that did not reach the
@@ -194,15 +202,15 @@ threshold (left out of that mean).
 
 Convergence, the gap between the best and the worst architecture's mean far accuracy:
 
-{conv_table}
+{e['conv_table']}
 
 and the same gap at the end of each budget's own cosine run:
 
-{budget_table}
+{e['budget_table']}
 
 ## Every size and budget (seed 0): final short loss / far accuracy
 
-{final_table}
+{e['final_table']}
 
 ## Scaling-law fit, largest size held out
 L(N, D) = b N^-alpha + c D^-beta, the paper's form (Huber on log loss, L-BFGS-B multi-start,
@@ -213,15 +221,14 @@ toy-2xs, predicting toy-xs; alpha bounded to {ALPHA_BOUNDS}, beta to {BETA_BOUND
 
 {fit_table}
 
-{_verdict(emerge_raw, tok[-1], spread_K, budget_spread, fit_rows, size_best)}
+{_verdict(e['emerge_raw'], e['budget_tokens'], e['spread_K'], e['budget_spread'], fit_rows, e['size_best'])}
 
 ## Cost
 Training: {train_sum:.0f} core-minutes for the {len(all_runs)} runs ({train_wall:.0f} minutes on
 two workers, from each run's checkpoint timestamps); this command's own wall time was
-{(time.monotonic() - t0) / 60:.1f} minutes ({t_train / 60:.1f} training what the root lacked).
+{(time.monotonic() - inv.started) / 60:.1f} minutes ({inv.train_seconds / 60:.1f} training what the root lacked).
 """
-  study.write_report(out / "REPORT.md", report)
-  print(f"wrote {out / 'REPORT.md'}")
+  runner.write(inv, report)
 
 
 def _verdict(emerge, budget_tokens, spread_K, budget_spread, fit_rows, size_best) -> str:

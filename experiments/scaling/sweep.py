@@ -5,7 +5,7 @@ the largest budget of the largest size also at seeds 1 and 2 (the runs the other
 share), so the emergence comparison has three seeds, except for the Lightning hybrid: one
 seed, for lack of CPU time (the report says so)."""
 
-from hybrid_jax.configs.toy_study import SEEDS, get_config, point
+from experiments.toy_study.config import SEEDS, get_config, point
 from hybrid_jax.launch.grid import Sweep
 
 SIZES = ("toy-3xs", "toy-2xs", "toy-xs")

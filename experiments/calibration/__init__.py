@@ -1,0 +1,1 @@
+"""How the toy setting was chosen: retrieval accuracy by distance."""

@@ -1,0 +1,1 @@
+"""Finding 2: full attention carries retrieval in hybrids."""

@@ -1,0 +1,1 @@
+"""Finding 3: large-window laziness."""

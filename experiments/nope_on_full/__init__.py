@@ -1,0 +1,1 @@
+"""Finding 4: NoPE on the full-attention layers only."""

@@ -1,0 +1,1 @@
+"""The paper-scale sweeps, to submit on accelerators."""
