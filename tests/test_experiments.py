@@ -205,3 +205,42 @@ def test_all_findings_sweep_is_the_union_of_the_findings_grids_shared_runs_first
   assert set(union[:len(shared)]) == shared      # the three-seed runs come first
   seeds = [int(name.rsplit("seed=", 1)[1]) for name in union[:len(shared)]]
   assert seeds == sorted(seeds)                  # seed by seed
+
+
+def test_runners_run_as_files_and_as_modules_without_touching_sys_path():
+  """``python experiments/<finding>/run.py`` and ``python -m experiments.<finding>.run``: the
+  package is importable (pip install -e . installs it; here PYTHONPATH stands in for that)."""
+  import ast
+  import os
+  import subprocess
+  import sys
+  root = EXPERIMENTS.parent
+  for path in EXPERIMENTS.rglob("*.py"):
+    for node in ast.walk(ast.parse(path.read_text())):
+      assert not (isinstance(node, ast.Attribute) and node.attr == "path"
+                  and isinstance(node.value, ast.Name) and node.value.id == "sys"), path
+  env = dict(os.environ, PYTHONPATH=str(root))
+  for finding in FINDINGS:
+    for argv in ([str(EXPERIMENTS / finding / "run.py")], ["-m", f"experiments.{finding}.run"]):
+      out = subprocess.run([sys.executable, *argv, "--help"], cwd=root, env=env,
+                           capture_output=True, text=True)
+      assert out.returncode == 0 and "--no-train" in out.stdout, out.stderr[-500:]
+
+
+def test_the_library_holds_no_experiment_code():
+  package = EXPERIMENTS.parent / "hybrid_jax"
+  assert not (package / "analysis" / "study.py").exists()
+  assert not (package / "configs" / "toy_study.py").exists()
+  for path in package.rglob("*.py"):
+    assert "experiments" not in {n.split(".")[0] for n in _imports(path)}, path
+
+
+def _imports(path):
+  import ast
+  names = set()
+  for node in ast.walk(ast.parse(path.read_text())):
+    if isinstance(node, ast.Import):
+      names |= {a.name for a in node.names}
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      names.add(node.module)
+  return names
