@@ -2,7 +2,13 @@
 tokenizer, the corpus directory and the training mix. Each failure is one line naming the
 field."""
 
+import hashlib
 from pathlib import Path
+
+from hybrid_jax.data.corpus import MANIFEST
+from hybrid_jax.data.mix import DISTANCES, PAIR_CHARS, max_pairs
+from hybrid_jax.data.synthetic import MIN_VOCAB
+from hybrid_jax.data.tokenizer import BYTE, SENTENCEPIECE_FILE, load_tokenizer
 
 DATASETS = ("synthetic", "mix")
 
@@ -18,10 +24,8 @@ def check_data(d, vocab_size: int, fail) -> None:
   if not 1 <= d.min_distance < d.seq_len:
     fail("data.min_distance", f"must be in [1, seq_len={d.seq_len})", d.min_distance)
   if d.name == "synthetic":
-    from hybrid_jax.data.synthetic import MIN_VOCAB
     if vocab_size < MIN_VOCAB:
       fail("model.vocab_size", f"synthetic data needs >= {MIN_VOCAB} tokens", vocab_size)
-  from hybrid_jax.data.tokenizer import BYTE, load_tokenizer
   if d.tokenizer != BYTE:
     try:
       vocab = load_tokenizer(d.tokenizer).vocab_size
@@ -33,7 +37,6 @@ def check_data(d, vocab_size: int, fail) -> None:
            vocab_size)
   if d.name != "mix":
     return
-  from hybrid_jax.data.mix import DISTANCES, PAIR_CHARS, max_pairs
   if d.tokenizer == BYTE and vocab_size < 256:
     fail("model.vocab_size", "byte-level text needs >= 256 tokens", vocab_size)
   if d.distance not in DISTANCES:
@@ -49,7 +52,6 @@ def check_data(d, vocab_size: int, fail) -> None:
     fail("data.min_distance", f"mix: leaves no room for a pair (must be <= seq_len + 1 - {PAIR_CHARS} "
          f"= {d.seq_len + 1 - PAIR_CHARS})", d.min_distance)
   if d.corpus:
-    from hybrid_jax.data.corpus import MANIFEST
     if not (Path(d.corpus) / MANIFEST).is_file():
       fail("data.corpus", f"must be '' or a directory built by `hybrid-jax data build` (no {MANIFEST})",
            d.corpus)
@@ -61,10 +63,6 @@ def data_fingerprint(d) -> str | None:
   character counts). Stored
   in ``derived``, so a resumed run whose tokenizer was retrained or corpus rebuilt is
   refused like any other config change instead of silently training on other batches."""
-  import hashlib
-
-  from hybrid_jax.data.corpus import MANIFEST
-  from hybrid_jax.data.tokenizer import BYTE, SENTENCEPIECE_FILE
   files = []
   if d.tokenizer != BYTE:
     path = Path(d.tokenizer)

@@ -12,14 +12,14 @@ import json
 import math
 
 from hybrid_jax.configs import require_resolved
+from hybrid_jax.data import task_families
 
 NOT_IN_ID = ("every",)
 
 
 def task_module():
-  """``hybrid_jax.data.task_families`` (every task by name), imported late (``hybrid_jax.resolve``
-  imports this module's rules)."""
-  from hybrid_jax.data import task_families
+  """``hybrid_jax.data.task_families`` (every task by name); a function so that tests can
+  substitute their own tasks."""
   return task_families
 
 
@@ -123,9 +123,8 @@ class EvalSettings:
 
   def settings_id(self, reference_step: int | None = None) -> str:
     """Hash of every number-changing setting (the resolved reference step included)."""
-    from hybrid_jax.data.task_families import versions
     d = self.to_dict()
     d["reference_step"] = reference_step if reference_step is not None else self.reference_step
-    d.update(versions(self.tasks))          # the examples themselves changed: evaluate again
+    d.update(task_families.versions(self.tasks))   # the examples themselves changed: evaluate again
     blob = json.dumps(d, sort_keys=True)
     return hashlib.sha1(blob.encode()).hexdigest()[:12]
