@@ -65,8 +65,8 @@ def check_inputs(workdir, cfg) -> EvalSettings:
 
 def check_settings(cfg) -> EvalSettings:
   """The settings' one-line errors (tasks, lengths, reference run), before any compute."""
-  from hybrid_jax.resolve import resolve
-  resolved = resolve(cfg)
+  from hybrid_jax.resolve import ensure_resolved
+  resolved = ensure_resolved(cfg)     # the trainer passes its resolved config: not again
   settings = EvalSettings.from_config(resolved)
   if settings.reference is not None and settings.longppl_rows:
     load_run_config(settings.reference)
