@@ -253,3 +253,15 @@ def test_a_train_command_resolves_its_config_once(monkeypatch, tmp_path):
   monkeypatch.setattr(loop, "train", fake_train)
   cli.cmd_train([f"--workdir={tmp_path}", "--config.train.steps=1"])
   assert len(calls) == 1 and is_resolved(trained[0])
+
+
+def test_training_time_eval_checks_do_not_resolve_a_resolved_config_again(monkeypatch):
+  from hybrid_jax.eval.evaluate import check_settings
+  r = resolve(tiny_config())
+  calls = []
+  real = hybrid_jax.resolve.resolve
+  monkeypatch.setattr(hybrid_jax.resolve, "resolve", lambda cfg: calls.append(1) or real(cfg))
+  assert check_settings(r).lengths == tuple(r.eval.lengths)
+  assert calls == []
+  check_settings(tiny_config())
+  assert calls == [1]
