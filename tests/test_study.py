@@ -1,4 +1,4 @@
-"""hybrid_jax.analysis.study: which runs are read, how seeds are aligned and summarised."""
+"""experiments.toy_study.study: which runs are read, how seeds are aligned and summarised."""
 
 import json
 import math
