@@ -14,7 +14,7 @@ class MixerSpec:
   letter: str
   name: str
   kind: str                                   # one of KINDS: what analyses call the layer
-  build: Callable                             # (model_cfg, rngs) -> nnx.Module, x_BxTxD -> y_BxTxD
+  build: Callable                             # (ModelConfig, rngs) -> nnx.Module, x_BxTxD -> y_BxTxD
   param_count: Callable                       # model_cfg -> int, exact
   state_size: Callable                        # (model_cfg, context) -> floats of inference state
 
@@ -24,7 +24,8 @@ _loaded = False
 
 
 def register(letter: str, name: str, kind: str, param_count: Callable, state_size: Callable):
-  """Decorator for a mixer builder (a class or a function of (model_cfg, rngs)).
+  """Decorator for a mixer builder (a class or a function of (model_cfg, rngs); ``LM``
+  passes the frozen ``hybrid_jax.model.config.ModelConfig``).
 
   The module it builds maps x [B, T, D] -> y [B, T, D] and, for decoding, has
   ``init_cache(batch, max_len)`` and ``step(x_Bx1xD, cache, pos) -> (y_Bx1xD, cache)``.
