@@ -4,6 +4,7 @@
 import dataclasses
 import importlib
 import pkgutil
+from pathlib import Path
 from typing import Callable
 
 KINDS = ("full", "swa", "headwise", "recurrent")
@@ -45,11 +46,12 @@ def register(letter: str, name: str, kind: str, param_count: Callable, state_siz
 
 
 def load_all():
+  """Import every module beside this one (each registers its mixers), found on disk: the
+  registry names no module of the package, so the modules can import it."""
   global _loaded
   if not _loaded:
-    import hybrid_jax.model as pkg
-    for info in pkgutil.iter_modules(pkg.__path__):
-      importlib.import_module(f"{pkg.__name__}.{info.name}")
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+      importlib.import_module(f"{__package__}.{info.name}")
     _loaded = True
 
 
