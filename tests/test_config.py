@@ -200,6 +200,8 @@ def test_the_model_counts_its_parameters_without_the_configs_package():
   for name in ("lm.py", "params.py", "registry.py"):
     assert not {n for n in _imported_modules(PACKAGE / "model" / name)
                 if n.startswith("hybrid_jax.configs")}, name
+  # the registry finds the mixers on disk: the modules that register can import it
+  assert not {n for n in _imported_modules(PACKAGE / "model" / "registry.py") if n.startswith("hybrid_jax")}
 
 
 def test_model_config_is_frozen_and_has_every_schema_key():
