@@ -20,11 +20,13 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import huber
 
+from hybrid_jax.errors import UserError
+
 FORMULAS = ("no_constant", "with_constant")
 LOSS_COLUMNS = ("loss", "short_loss", "heldout_loss", "train_loss")
 
 
-class TableError(ValueError):
+class TableError(UserError, ValueError):
   """A table that cannot be fitted; the message is one line."""
 
 

@@ -6,6 +6,7 @@ import copy
 import ml_collections
 
 from hybrid_jax.configs import sizes
+from hybrid_jax.errors import UserError
 from hybrid_jax.configs.base import base_config
 
 POS_SCHEMES = ("rope", "nope")
@@ -15,7 +16,7 @@ DATASETS = ("synthetic", "mix")
 SHAPE_FIELDS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_ff")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
   """A config value breaks a rule; the message is one line naming the field."""
 
 
@@ -125,20 +126,24 @@ def _check_data(d, vocab_size):
 def _check_train(t):
   if t.batch_size < 1:
     _fail("train.batch_size", "must be >= 1", t.batch_size)
-  if t.lr <= 0:
-    _fail("train.lr", "must be > 0", t.lr)
+  if not 0 < t.lr < float("inf"):          # also NaN, which every comparison lets through
+    _fail("train.lr", "must be a finite number > 0", t.lr)
   if t.schedule not in SCHEDULES:
     _fail("train.schedule", f"must be one of {SCHEDULES}", t.schedule)
-  if not 0 <= t.min_lr_ratio <= 1:
+  if not 0 <= t.min_lr_ratio <= 1:          # NaN fails these too
     _fail("train.min_lr_ratio", "must be in [0, 1]", t.min_lr_ratio)
   if not 0 < t.decay_fraction <= 1:
     _fail("train.decay_fraction", "must be in (0, 1]", t.decay_fraction)
   if t.warmup_steps < 0:
     _fail("train.warmup_steps", "must be >= 0", t.warmup_steps)
-  if t.grad_clip <= 0:
+  if not 0 < t.grad_clip < float("inf"):
     _fail("train.grad_clip", "must be > 0", t.grad_clip)
   if t.log_every < 1:
     _fail("train.log_every", "must be >= 1", t.log_every)
+  if not 0 <= t.weight_decay < float("inf"):
+    _fail("train.weight_decay", "must be a finite number >= 0", t.weight_decay)
+  if t.tokens_per_param is not None and not 0 < t.tokens_per_param < float("inf"):
+    _fail("train.tokens_per_param", "must be a finite number > 0", t.tokens_per_param)
 
 
 def _check_checkpoint(k):

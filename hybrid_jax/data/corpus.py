@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from hybrid_jax.data import text as T
+from hybrid_jax.errors import UserError
 from hybrid_jax.train.rundir import atomic_write_text
 
 PYTHON_DOCS = "python-docs"
@@ -34,7 +35,7 @@ TEXT_SUFFIXES = (".txt", ".md")
 SPLITS = ("train", "validation")
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
   """A bad source or corpus directory; the message is one line."""
 
 

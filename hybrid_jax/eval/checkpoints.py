@@ -15,10 +15,11 @@ import orbax.checkpoint as ocp
 
 from hybrid_jax.configs import resolve
 from hybrid_jax.configs.base import base_config
+from hybrid_jax.errors import UserError
 from hybrid_jax.train.rundir import RunDir
 
 
-class EvalInputError(ValueError):
+class EvalInputError(UserError, ValueError):
   """Evaluation cannot run as asked (no run, no checkpoints, bad settings): one line."""
 
 

@@ -44,6 +44,6 @@ def run(run_dir) -> int:
 
 
 if __name__ == "__main__":
-  from hybrid_jax.cli import _use_persistent_compilation_cache
-  _use_persistent_compilation_cache()
+  from hybrid_jax.xla_cache import use_persistent_compilation_cache
+  use_persistent_compilation_cache()
   sys.exit(run(sys.argv[1]))

@@ -9,7 +9,6 @@ with "loss" or "ppl"), "reach X of final" means value <= final / X and "reach a 
 means value <= threshold.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -21,6 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from hybrid_jax.cli_args import ArgumentParser  # noqa: E402
+from hybrid_jax.errors import UserError  # noqa: E402
 from hybrid_jax.train.rundir import RunDir, atomic_write_text  # noqa: E402
 
 LABELS = {
@@ -35,7 +36,7 @@ LINESTYLES = ("-", "--", ":", "-.")
 MAX_SEARCH_DEPTH = 3
 
 
-class PlotInputError(ValueError):
+class PlotInputError(UserError, ValueError):
   """Nothing to plot as asked (no runs, no eval records, unknown metric): one line."""
 
 
@@ -189,7 +190,7 @@ def plot_emergence(dirs, *, metric="retrieval_acc", short_metric="short_loss", o
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="hybrid-jax plot emergence", description=__doc__.splitlines()[0])
+  p = ArgumentParser(prog="hybrid-jax plot emergence", description=__doc__.split("\n\n")[0])
   p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories")
   p.add_argument("--metric", default="retrieval_acc",
                  help="eval.jsonl key for the left panel (e.g. log_longppl, retrieval_acc/mqar)")
@@ -200,18 +201,10 @@ def main(argv=None):
   p.add_argument("--settings-id", default=None, help="eval settings id (default: each run's latest)")
   args = p.parse_args(argv)
   if not 0 < args.frac <= 1:
-    _die(f"--frac must be in (0, 1] (got {args.frac})")
-  try:
-    result = plot_emergence(args.dirs, metric=args.metric, short_metric=args.short_metric,
-                            out=args.out, frac=args.frac, threshold=args.threshold,
-                            settings_id=args.settings_id)
-  except PlotInputError as e:
-    _die(str(e))
+    raise PlotInputError(f"--frac must be in (0, 1] (got {args.frac})")
+  result = plot_emergence(args.dirs, metric=args.metric, short_metric=args.short_metric,
+                          out=args.out, frac=args.frac, threshold=args.threshold,
+                          settings_id=args.settings_id)
   sys.stdout.write(result["table"])
   print(f"hybrid-jax plot emergence: wrote {result['png']}, {result['svg']}, {result['tsv']}")
-  return result
-
-
-def _die(message):
-  print(f"hybrid-jax: error: {message}", file=sys.stderr)
-  raise SystemExit(2)
+  return 0

@@ -7,7 +7,6 @@ PATH.svg, one panel per metric; this is the paper's picture of how the mixers co
 N and D grow (short-context curves nearly coincide; long-context ones converge late).
 """
 
-import argparse
 from pathlib import Path
 
 import matplotlib
@@ -17,7 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from hybrid_jax.launch.report import collect_rows  # noqa: E402
-from hybrid_jax.plot.emergence import PlotInputError, _die, metric_label  # noqa: E402
+from hybrid_jax.cli_args import ArgumentParser  # noqa: E402
+from hybrid_jax.plot.emergence import PlotInputError, metric_label  # noqa: E402
 
 
 def _arch(row) -> str:
@@ -74,21 +74,18 @@ def plot_scaling(root, metrics=("short_loss",), out=None) -> dict:
     tmp.replace(path)
     written[suffix] = path
   plt.close(fig)
-  return written
+  return 0
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="hybrid-jax plot scaling", description=__doc__.splitlines()[0])
+  p = ArgumentParser(prog="hybrid-jax plot scaling", description=__doc__.split("\n\n")[0])
   p.add_argument("root", help="a sweep directory")
   p.add_argument("--metric", action="append", default=None,
                  help="eval.jsonl or collected column per panel (repeatable; default short_loss)")
   p.add_argument("--out", default=None, help="output path without suffix (default ROOT/scaling)")
   args = p.parse_args(argv)
   if not Path(args.root).is_dir():
-    _die(f"{args.root} is not a directory")
-  try:
-    written = plot_scaling(args.root, tuple(args.metric or ["short_loss"]), args.out)
-  except PlotInputError as e:
-    _die(str(e))
+    raise PlotInputError(f"{args.root} is not a directory")
+  written = plot_scaling(args.root, tuple(args.metric or ["short_loss"]), args.out)
   print(f"hybrid-jax plot scaling: wrote {written['png']}, {written['svg']}")
-  return written
+  return 0

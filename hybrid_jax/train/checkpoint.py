@@ -21,6 +21,7 @@ def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> li
 
 class Checkpointer:
   def __init__(self, directory, ck, total_steps: int):
+    self.directory = directory
     self.kept_steps = log_spaced_steps(total_steps, ck.log_per_octave, ck.log_min_step)
     options = ocp.CheckpointManagerOptions(
         save_decision_policy=sdp.AnySavePolicy([
@@ -40,6 +41,10 @@ class Checkpointer:
     saved = self.manager.save(step, args=ocp.args.StandardSave(state), force=force)
     self.manager.wait_until_finished()
     return saved
+
+  def reload(self):
+    """Forget cached step lists (after a step directory was moved aside)."""
+    self.manager.reload()
 
   def restore(self, step: int, abstract_state):
     return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_state))
