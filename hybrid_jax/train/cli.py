@@ -61,7 +61,8 @@ def help_text(argv) -> str:
   config_file = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
   if config_file is None and "--config" in argv and argv.index("--config") + 1 < len(argv):
     config_file = argv[argv.index("--config") + 1]
-  _define(fv, [PROG] + ([f"--config={config_file}"] if config_file else []))
+  parse_argv = [PROG] + ([f"--config={config_file}"] if config_file else [])
+  _define(fv, parse_argv)
   lines = [f"usage: {PROG} --workdir DIR [--config FILE] [--config.SECTION.KEY=VALUE ...] [--quiet]",
            "", DESCRIPTION,
            "", "flags:"]
@@ -73,6 +74,7 @@ def help_text(argv) -> str:
   lines += ["  -h, --help: Show this message and exit.", "",
             "config keys (override with --config.KEY=VALUE; defaults from the config file):"]
   try:
+    fv(parse_argv)
     lines += [f"  {k} = {v!r}" for k, v in _flat("", fv.config.to_dict())]
   except Exception as e:   # a config file that fails to load still gets the flags' help
     lines.append(f"  (the config file cannot be loaded: {one_line(e.__cause__ or e)})")

@@ -205,13 +205,13 @@ class RunDir:
       return
     kept = [line for line, r in self._read_jsonl(self.metrics_path, METRICS_TYPES, warn=False)
             if r is None or r["step"] <= last_step]
-    atomic_write_text(self.metrics_path, "".join(line + "\n" for line in kept))
+    atomic_write_bytes(self.metrics_path, b"".join(line + b"\n" for line in kept))
 
   def append_metrics(self, record: dict):
     if self.writer:
       _append_line(self.metrics_path, json.dumps(record), fsync=False)
 
-  def _read_jsonl(self, path: Path, types: dict, warn: bool = True) -> list[tuple[str, dict | None]]:
+  def _read_jsonl(self, path: Path, types: dict, warn: bool = True) -> list[tuple[bytes, dict | None]]:
     """(line, record or None if the line is bad) for every line but a torn last one; each
     bad line counts in ``self.skipped`` and is warned about (file:line) unless ``warn``."""
     try:
@@ -222,7 +222,6 @@ class RunDir:
     torn = lines.pop()                       # b"" when the file ends with a newline
     out = []
     for number, raw in enumerate(lines, 1):
-      text = raw.decode("utf-8", errors="replace")
       reason = None
       try:
         record = json.loads(raw.decode("utf-8"))
@@ -236,7 +235,7 @@ class RunDir:
           print(f"hybrid-jax: warning: {path}:{number}: record skipped ({reason})",
                 file=sys.stderr, flush=True)
       if raw.strip() or record is not None:
-        out.append((text, record))
+        out.append((raw, record))
     del torn                                 # a crash mid-write: that record is re-logged
     return out
 
