@@ -74,7 +74,7 @@ def plot_scaling(root, metrics=("short_loss",), out=None) -> dict:
     tmp.replace(path)
     written[suffix] = path
   plt.close(fig)
-  return 0
+  return written
 
 
 def main(argv=None):
