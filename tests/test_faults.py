@@ -149,3 +149,112 @@ def test_train_help_lists_the_config_keys_with_their_defaults(capsys):
   assert cli.main(["train", "--help"]) == 0
   out = capsys.readouterr().out
   assert "  train.lr = " in out and "--workdir" in out and "--quiet" in out
+
+
+def test_the_toy_windows_sweep_evaluates_a_task_its_runs_can_learn():
+  from pathlib import Path
+
+  from hybrid_jax.data import synthetic_tasks
+  from hybrid_jax.launch import grid
+  sweep = grid.load_sweep(Path(__file__).parents[1] / "sweeps" / "toy_windows.py")
+  for run in grid.plan(sweep, {}):
+    assert not run.error, run.error
+    cfg = run.resolved
+    tasks = set(cfg.eval.tasks.split(","))
+    assert cfg.data.name == "synthetic" and tasks <= set(synthetic_tasks.TASK_NAMES), (run.name, tasks)
+
+
+def _run_dir(root, name):
+  run = RunDir(root / name)
+  run.path.mkdir(parents=True)
+  (run.path / "launch.json").write_text("{}")
+  return run
+
+
+def test_sweep_status_shows_started_runs_as_running_and_dead_trainers_as_stale(tmp_path):
+  import subprocess
+  import sys
+
+  from hybrid_jax.launch import report
+  starting = _run_dir(tmp_path, "starting")
+  child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+  try:
+    starting.mark_started(child.pid)                      # what the local launcher does
+    training = _run_dir(tmp_path, "training")
+    training.lock()                                      # a live trainer holds the lock
+    training.write_status("running", 30, 100)
+    dead = _run_dir(tmp_path, "dead")
+    dead.write_status("running", 20, 100)                # SIGKILLed: nobody holds its lock
+    rows = {r["run"]: r for r in report.status_rows(tmp_path)}
+    assert rows["starting"]["state"] == "running"
+    assert (rows["training"]["state"], rows["training"]["step"]) == ("running", 30)
+    assert rows["dead"]["state"] == "stale" and "trainer died" in rows["dead"]["error"]
+  finally:
+    child.kill()
+    child.wait()
+    training.unlock()
+  assert {r["run"]: r["state"] for r in report.status_rows(tmp_path)}["starting"] == "stale"
+
+
+def test_bad_records_never_crash_status_or_collect_and_collect_counts_them(tmp_path, capsys):
+  from hybrid_jax.launch import report
+  run = _run_dir(tmp_path, "run")
+  run.config_path.write_text(json.dumps(dict(
+      derived=dict(non_embedding_params=100), train=dict(seed=0),
+      model=dict(size="toy-xs", pattern="SF", window=8, pos_full="rope"))))
+  run.append_metrics(dict(step=1, tokens=10, loss=2.0))
+  run.append_eval(dict(step=1, tokens=10, settings_id="s", retrieval_acc=0.5))
+  with open(run.eval_path, "ab") as f:
+    f.write(b"\x00\xff binary\n")
+    f.write(json.dumps(dict(step="two", tokens=20, settings_id="s")).encode() + b"\n")
+    f.write(json.dumps(dict(step=3, tokens=30, settings_id="s", retrieval_acc="high")).encode() + b"\n")
+  run.append_eval(dict(step=4, tokens=40, settings_id="s", retrieval_acc=0.75))
+  assert report.status_rows(tmp_path)[0]["long_score"] == 0.75
+  rows, skipped = report.collect_rows(tmp_path, with_skipped=True)
+  assert [r["step"] for r in rows] == [1, 4] and skipped == 3
+  assert cli.main(["sweep", "collect", str(tmp_path)]) == 0
+  assert "3 unreadable records skipped" in capsys.readouterr().out
+
+
+def test_collect_on_an_empty_root_is_an_error(tmp_path, capsys):
+  assert cli.main(["sweep", "collect", str(tmp_path)]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "nothing to collect" in err[0] and not list(tmp_path.iterdir())
+
+
+def test_a_rule_broken_at_every_grid_point_is_one_line_before_anything_is_created(tmp_path, capsys):
+  sweep = tmp_path / "sweep.py"
+  sweep.write_text("from hybrid_jax.configs.default import get_config\n"
+                   "from hybrid_jax.launch.grid import Sweep, axis\n"
+                   "def get_sweep():\n"
+                   "  return Sweep(base=get_config(), grid=axis('model.n_heads', [3, 5]))\n")
+  assert cli.main(["sweep", "submit", str(sweep), "--root", str(tmp_path / "root")]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith("hybrid-jax: error: every grid point is invalid (2 of 2)")
+  assert not (tmp_path / "root").exists()
+
+
+def test_data_build_skips_binary_text_files_with_a_count(tmp_path, capsys):
+  import numpy as np
+
+  from hybrid_jax.data import corpus as C
+  from hybrid_jax.data.text import generated_sentences
+  src = tmp_path / "src"
+  src.mkdir()
+  rng = np.random.default_rng(0)
+  for i in range(20):
+    (src / f"doc{i}.txt").write_text("".join(generated_sentences(rng, 400)))
+  (src / "noise.txt").write_bytes(np.random.default_rng(1).bytes(4000))
+  assert cli.main(["data", "build", "--source", str(src), "--out", str(tmp_path / "out"),
+                   "--validation-fraction", "0.3"]) == 0
+  assert "skipped 1 .txt/.md files that are not UTF-8 text" in capsys.readouterr().out
+  ids = {C.open_corpus(tmp_path / "out", s).id(i) for s in C.SPLITS
+         for i in range(len(C.open_corpus(tmp_path / "out", s)))}
+  assert "noise.txt" not in ids and len(ids) == 20
+  binary = tmp_path / "binary"
+  binary.mkdir()
+  (binary / "a.txt").write_bytes(b"\x00\x01\x02" * 100)
+  (binary / "b.bin").write_bytes(b"\xff" * 100)
+  assert cli.main(["data", "build", "--source", str(binary), "--out", str(tmp_path / "o2")]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "1 .txt/.md files are not UTF-8 text, 1 files have other suffixes" in err[0]

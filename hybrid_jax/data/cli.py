@@ -66,7 +66,9 @@ def cmd_build(args):
   docs, chars = m["documents"], m.get("characters", {})
   print(f"{PROG}: built {args.out}: " + ", ".join(
       f"{k} {docs[k]} documents" + (f" ({chars[k] / 1e6:.2f}M characters)" if k in chars else "")
-      for k in docs) + f"; license: {m['license']}")
+      for k in docs) + f"; license: {m['license']}"
+        + (f"; skipped {m['skipped_non_text_files']} .txt/.md files that are not UTF-8 text"
+           if m.get("skipped_non_text_files") else ""))
 
 
 def cmd_tokenizer(args):
