@@ -2,9 +2,25 @@
 plus a rolling latest one every ``checkpoint.every`` steps. Orbax writes each step into a
 temporary directory and renames it when complete, so a crash never leaves a torn step."""
 
+import contextlib
+import logging
+
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
 from orbax.checkpoint.checkpoint_managers import save_decision_policy as sdp
+
+
+@contextlib.contextmanager
+def quiet_orbax_logs():
+  """Orbax logs unreadable step metadata and failed restores through absl (file contents,
+  asyncio tracebacks); ``train.resume`` says what happened in one line instead."""
+  logger = logging.getLogger("absl")
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
 
 
 def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> list[int]:
@@ -29,7 +45,8 @@ class Checkpointer:
         preservation_policy=pp.AnyPreservationPolicy([
             pp.CustomSteps(self.kept_steps), pp.LatestN(1)]),
         enable_async_checkpointing=False, cleanup_tmp_directories=True, create=True)
-    self.manager = ocp.CheckpointManager(directory, options=options)
+    with quiet_orbax_logs():        # a corrupt step's metadata: resume reports it in one line
+      self.manager = ocp.CheckpointManager(directory, options=options)
 
   def latest_step(self) -> int | None:
     return self.manager.latest_step()

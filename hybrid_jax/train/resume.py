@@ -11,6 +11,7 @@ import shutil
 import sys
 
 from hybrid_jax.errors import one_line
+from hybrid_jax.train.checkpoint import quiet_orbax_logs
 
 CORRUPT_DIR = "corrupt"
 
@@ -35,9 +36,12 @@ def set_aside(checkpoint_dir, step: int):
 def restore_newest_intact(ckpt, abstract_state, *, primary: bool, log=None):
   """(state, step) of the newest checkpoint that restores; (None, 0) when none does."""
   log = log or (lambda m: print(m, file=sys.stderr, flush=True))
-  for step in sorted(ckpt.all_steps(), reverse=True):
+  with quiet_orbax_logs():
+    steps = sorted(ckpt.all_steps(), reverse=True)
+  for step in steps:
     try:
-      return ckpt.restore(step, abstract_state), step
+      with quiet_orbax_logs():
+        return ckpt.restore(step, abstract_state), step
     except Exception as e:          # a corrupt or foreign checkpoint: set it aside, go back
       where = "kept in place"
       if primary:
