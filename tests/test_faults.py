@@ -192,10 +192,13 @@ def test_sweep_status_shows_started_runs_as_running_and_dead_trainers_as_stale(t
     training.write_status("running", 30, 100)
     dead = _run_dir(tmp_path, "dead")
     dead.write_status("running", 20, 100)                # SIGKILLed: nobody holds its lock
+    remote = _run_dir(tmp_path, "remote")                # on another node: its lock is not ours
+    remote.status_path.write_text(json.dumps(dict(state="running", step=5, host="node-elsewhere")))
     rows = {r["run"]: r for r in report.status_rows(tmp_path)}
     assert rows["starting"]["state"] == "running"
     assert (rows["training"]["state"], rows["training"]["step"]) == ("running", 30)
     assert rows["dead"]["state"] == "stale" and "trainer died" in rows["dead"]["error"]
+    assert rows["remote"]["state"] == "running"
   finally:
     child.kill()
     child.wait()

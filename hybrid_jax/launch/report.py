@@ -48,8 +48,10 @@ def _alive(status: dict) -> bool:
 def live_state(run: RunDir, status: dict) -> tuple[str, str | None]:
   """(state, error) as shown: a run marked running whose trainer is gone (no lock holder,
   no live starting process) is "stale", e.g. after a SIGKILL or the OOM killer."""
+  import socket
   state = status.get("state", "pending")
-  if state == "running" and not run.lock_held() and not _alive(status):
+  elsewhere = status.get("host") not in (None, socket.gethostname())   # its lock is not ours to test
+  if state == "running" and not elsewhere and not run.lock_held() and not _alive(status):
     return "stale", "trainer died (no process holds the run's lock); resubmit to resume"
   return state, status.get("error") if state == "failed" else None
 

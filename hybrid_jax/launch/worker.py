@@ -19,6 +19,11 @@ def read_launch(run_dir) -> dict:
 
 
 def run(run_dir) -> int:
+  import os
+
+  from hybrid_jax.train.rundir import RunDir
+  if not RunDir(run_dir).lock_held():   # sweep status: running from now (JAX takes a while)
+    RunDir(run_dir).mark_started(os.getpid())
   from hybrid_jax.configs import base_config
   from hybrid_jax.eval.checkpoints import merge_config
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train

@@ -98,9 +98,7 @@ def train(cfg, workdir, *, progress: bool | None = None) -> dict:
       return _train_locked(cfg, run, progress)
     finally:
       run.unlock()
-  except OSError as e:                     # a full or read-only disk: one line, not a traceback
-    raise (disk_error(e, run.path) or e) from None
-  except Exception as e:
+  except Exception as e:                   # a full or read-only disk: one line, not a traceback
     if (err := disk_error(e, run.path)) is None:
       raise
     raise err from None

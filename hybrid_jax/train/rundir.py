@@ -190,7 +190,7 @@ class RunDir:
       return
     assert state in STATES, state
     status = dict(state=state, step=step, total_steps=total_steps, error=error,
-                  updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                  host=socket.gethostname(), updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     atomic_write_text(self.status_path, json.dumps(status) + "\n")
 
   def read_metrics(self) -> list[dict]:
