@@ -3,6 +3,7 @@
 import importlib
 
 from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.errors import UserError
 
 KINDS = {"emergence": ("hybrid_jax.plot.emergence", "Draw a long-context metric against training tokens, per run."),
          "scaling": ("hybrid_jax.plot.scaling", "Draw each run's final metrics against its training tokens.")}
@@ -17,7 +18,7 @@ def main(argv) -> int:
     p.print_help()
     return 0
   if not argv or argv[0] not in KINDS:
-    p.error(f"plot needs a kind: {', '.join(KINDS)} (e.g. hybrid-jax plot emergence RUN...), "
+    raise UserError(f"plot needs a kind: {', '.join(KINDS)} (e.g. hybrid-jax plot emergence RUN...), "
             f"got {argv[0] if argv else 'none'!r}")
   importlib.import_module(KINDS[argv[0]][0]).main(argv[1:])
   return 0
