@@ -19,6 +19,6 @@ def main(argv) -> int:
     return 0
   if not argv or argv[0] not in KINDS:
     raise UserError(f"plot needs a kind: {', '.join(KINDS)} (e.g. hybrid-jax plot emergence RUN...), "
-            f"got {argv[0] if argv else 'none'!r}")
+                    f"got {argv[0] if argv else 'none'!r}")
   importlib.import_module(KINDS[argv[0]][0]).main(argv[1:])
   return 0
