@@ -240,7 +240,11 @@ def run_dir(tmp_path_factory):
 
 
 def _analyze(*argv):
-  return cli.main(["analyze", *map(str, argv)])
+  """``hybrid-jax analyze ...``; a user error (exit 2, one line) raises SystemExit."""
+  code = cli.main(["analyze", *map(str, argv)])
+  if code:
+    raise SystemExit(code)
+  return code
 
 
 @pytest.mark.parametrize("what,args,stem", [

@@ -6,7 +6,7 @@ import pytest
 from flax import nnx
 
 from conftest import tiny_config
-from hybrid_jax.cli import parse_train_flags
+from hybrid_jax.train.cli import parse_train_flags
 from hybrid_jax.configs import ConfigError, sizes
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.configs.default import get_config
@@ -242,8 +242,7 @@ def test_ensure_resolved_resolves_only_a_requested_config():
 
 
 def test_a_train_command_resolves_its_config_once(monkeypatch, tmp_path):
-  from hybrid_jax import cli
-  from hybrid_jax.train import loop
+  from hybrid_jax.train import cli, loop
   calls, trained = [], []
   real = hybrid_jax.resolve.resolve
   monkeypatch.setattr(hybrid_jax.resolve, "resolve", lambda cfg: calls.append(1) or real(cfg))
@@ -253,7 +252,7 @@ def test_a_train_command_resolves_its_config_once(monkeypatch, tmp_path):
     return dict(state="done", step=1, total_steps=1)
 
   monkeypatch.setattr(loop, "train", fake_train)
-  cli.cmd_train([f"--workdir={tmp_path}", "--config.train.steps=1"])
+  assert cli.main([f"--workdir={tmp_path}", "--config.train.steps=1"]) == 0
   assert len(calls) == 1 and is_resolved(trained[0])
 
 

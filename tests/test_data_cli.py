@@ -5,7 +5,15 @@ import json
 import pytest
 
 from hybrid_jax.data import bench, tasks
-from hybrid_jax.data.cli import main
+
+
+def main(argv):
+  """``hybrid-jax data ...``; a user error (exit 2, one line) raises SystemExit."""
+  from hybrid_jax import cli
+  code = cli.main(["data", *argv])
+  if code:
+    raise SystemExit(code)
+  return code
 
 
 def test_show_prints_a_task_example_with_its_answer_marked(capsys):
@@ -58,7 +66,7 @@ def test_bad_arguments_fail_in_one_line(argv, message, capsys, tmp_path, monkeyp
     main(argv)
   assert e.value.code == 2
   err = capsys.readouterr().err
-  assert err.count("\n") == 1 and err.startswith("hybrid-jax data: error:") and message in err
+  assert err.count("\n") == 1 and err.startswith("hybrid-jax: error:") and message in err
   assert list(tmp_path.iterdir()) == []
 
 

@@ -12,11 +12,19 @@ from hybrid_jax.configs import ConfigError
 from hybrid_jax.resolve import resolve
 from hybrid_jax.data import corpus as C
 from hybrid_jax.data import tasks
-from hybrid_jax.data.cli import main as data_main
 from hybrid_jax.data.text import generated_sentences
 from hybrid_jax.data.tokenizer import load_tokenizer
 
 from conftest import tiny_config
+
+
+def data_main(argv):
+  """``hybrid-jax data ...``; a user error (exit 2, one line) raises SystemExit."""
+  from hybrid_jax import cli
+  code = cli.main(["data", *argv])
+  if code:
+    raise SystemExit(code)
+  return code
 
 
 def write_texts(root, n=40):

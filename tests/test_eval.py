@@ -133,11 +133,11 @@ def test_eval_is_idempotent_and_new_settings_evaluate_again(trained, kv_tasks):
 
 def test_a_torn_last_line_is_skipped_and_ended_before_the_next_record(tmp_path):
   run = RunDir(tmp_path)
-  run.append_eval(dict(step=1, settings_id="a", x=1.0))
+  run.append_eval(dict(step=1, tokens=10, settings_id="a", x=1.0))
   with open(run.eval_path, "a") as f:
-    f.write('{"step": 2, "settings_id": "a", "x"')     # a crash mid-write
+    f.write('{"step": 2, "tokens": 20, "settings_id": "a", "x"')     # a crash mid-write
   assert [r["step"] for r in run.read_eval()] == [1]
-  run.append_eval(dict(step=2, settings_id="a", x=2.0))
+  run.append_eval(dict(step=2, tokens=20, settings_id="a", x=2.0))
   assert [(r["step"], r["x"]) for r in run.read_eval()] == [(1, 1.0), (2, 2.0)]
 
 

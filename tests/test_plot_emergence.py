@@ -41,7 +41,7 @@ def test_plot_writes_png_svg_and_table(sweep, tmp_path):
   assert set(rows) == {"full", "swa-w32", "swa-w128"}
   assert rows["full"][1:] == ["F", "16000", "1", "8000", "4000"]        # 0.9 of 1.0 at step 8
   assert rows["swa-w32"][1:] == ["SF w=32", "16000", "0.6", "16000", "16000"]
-  assert rows["swa-w128"][5] == "-"                                     # never reaches 0.5
+  assert rows["swa-w128"][5] == ""                                      # never reaches 0.5: blank
   assert not list(tmp_path.glob(".*tmp*"))                              # temp files renamed
 
 
@@ -91,3 +91,43 @@ def test_bad_plot_input_is_one_line_and_writes_nothing(sweep, tmp_path, capsys, 
   err = out.err.strip().splitlines()
   assert code == 2 and len(err) == 1 and message in err[0], err
   assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_the_table_states_a_default_threshold_and_leaves_unreached_cells_blank(tmp_path):
+  run = _fake_run(tmp_path / "flat", "SF", acc=(0.0,) * 5)
+  head, row = plot_emergence([run], out=tmp_path / "fig")["table"].splitlines()
+  assert head.split("\t")[4:] == ["tokens_to_0.9_of_final", "tokens_to_ge_0.5"]
+  assert row.split("\t")[3:] == ["0", "", ""]          # a final value of 0: no share of it
+
+
+def test_runs_differing_only_by_seed_are_drawn_as_a_mean_with_a_band(tmp_path, monkeypatch):
+  import matplotlib.axes
+  a = _fake_run(tmp_path / "s0", "F", acc=(0.0, 0.2, 0.4, 0.6, 0.8))
+  b = _fake_run(tmp_path / "s1", "F", acc=(0.0, 0.4, 0.6, 0.8, 1.0))
+  for run, seed in ((a, 0), (b, 1)):
+    cfg = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps(dict(cfg, train=dict(seed=seed, lr=1e-3))))
+  bands, lines = [], []
+  fill, plot = matplotlib.axes.Axes.fill_between, matplotlib.axes.Axes.plot
+  monkeypatch.setattr(matplotlib.axes.Axes, "fill_between",
+                      lambda self, x, lo, hi, **k: bands.append((list(lo), list(hi))) or fill(self, x, lo, hi, **k))
+  monkeypatch.setattr(matplotlib.axes.Axes, "plot",
+                      lambda self, *args, **k: lines.append((list(args[1]), k.get("label"))) or plot(self, *args, **k))
+  plot_emergence([a, b], out=tmp_path / "fig")
+  acc_line = [(y, label) for y, label in lines if y[-1] == pytest.approx(0.9)]
+  assert acc_line and "mean of 2 seeds" in acc_line[0][1]
+  assert ([0.2, 0.4, 0.6, 0.8], [0.4, 0.6, 0.8, 1.0]) in [(lo[-4:], hi[-4:]) for lo, hi in bands]
+
+
+def test_loss_axes_have_tick_labels_at_any_range(tmp_path):
+  import matplotlib.pyplot as plt
+  from hybrid_jax.plot.axes import readable_scale
+  for values in ([2.9, 3.0, 3.3], [0.5, 8.0, 60.0], [1e-3, 1e-3]):
+    fig, ax = plt.subplots()
+    ax.plot(range(len(values)), values)
+    readable_scale(ax, "y", values)
+    fig.canvas.draw()
+    lo, hi = ax.get_ylim()
+    labels = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
+    assert sum(bool(text) for text in labels) >= 2, (values, labels)
+    plt.close(fig)

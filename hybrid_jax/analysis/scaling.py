@@ -20,11 +20,13 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import huber
 
+from hybrid_jax.errors import UserError
+
 FORMULAS = ("no_constant", "with_constant")
 LOSS_COLUMNS = ("loss", "short_loss", "heldout_loss", "train_loss")
 
 
-class TableError(ValueError):
+class TableError(UserError, ValueError):
   """A table that cannot be fitted; the message is one line."""
 
 
@@ -185,10 +187,12 @@ def plot(fit_: Fit, points: Points, out: Path, held_out_n=None):
 
 
 def main(argv):
-  import argparse
   import json
   import sys
-  p = argparse.ArgumentParser(prog="hybrid-jax fit-scaling", description=__doc__.splitlines()[0])
+
+  from hybrid_jax.cli_args import ArgumentParser
+  p = ArgumentParser(prog="hybrid-jax fit-scaling", description="Fit a scaling law L(N, D) to a "
+                     "collected table.", epilog=__doc__)
   p.add_argument("table", help="a collected sweep table (CSV/TSV) or the paper authors' TSV")
   p.add_argument("--formula", choices=FORMULAS, default="no_constant")
   p.add_argument("--longppl", action="store_true", help="fit log(PPL) of --ppl-column")
@@ -206,8 +210,7 @@ def main(argv):
         or beta_bounds[0] > beta_bounds[1]:
       raise ValueError
   except ValueError:
-    print("hybrid-jax fit-scaling: error: --alpha-bounds/--beta-bounds take LO,HI", file=sys.stderr)
-    return 2
+    raise TableError("--alpha-bounds/--beta-bounds take LO,HI") from None
   try:
     points = read_table(a.table, column=a.column, longppl=a.longppl, ppl_column=a.ppl_column)
     train_mask, held_n = np.ones_like(points.y, bool), None
@@ -218,9 +221,8 @@ def main(argv):
         raise TableError("--validate needs at least 3 model sizes (2 to fit, the largest held out)")
     fitted = fit(Points(points.n[train_mask], points.d[train_mask], points.y[train_mask], points.label),
                  formula=a.formula, alpha_bounds=alpha_bounds, beta_bounds=beta_bounds)
-  except TableError as e:
-    print(f"hybrid-jax fit-scaling: error: {e}", file=sys.stderr)
-    return 2
+  except TableError:
+    raise
   result = dict(fit=str(fitted), **dataclasses.asdict(fitted),
                 train=scores(fitted, points, train_mask))
   if a.validate:

@@ -7,9 +7,10 @@ packages each check their own section; ``hybrid_jax.resolve.resolve`` composes t
 import ml_collections
 
 from hybrid_jax.configs.base import base_config
+from hybrid_jax.errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
   """A config value breaks a rule; the message is one line naming the field."""
 
 
@@ -53,20 +54,24 @@ SCHEDULES = ("cosine", "wsd", "constant")
 def check_train(t):
   if t.batch_size < 1:
     fail("train.batch_size", "must be >= 1", t.batch_size)
-  if t.lr <= 0:
-    fail("train.lr", "must be > 0", t.lr)
+  if not 0 < t.lr < float("inf"):          # also NaN, which every comparison lets through
+    fail("train.lr", "must be a finite number > 0", t.lr)
   if t.schedule not in SCHEDULES:
     fail("train.schedule", f"must be one of {SCHEDULES}", t.schedule)
-  if not 0 <= t.min_lr_ratio <= 1:
+  if not 0 <= t.min_lr_ratio <= 1:          # NaN fails these too
     fail("train.min_lr_ratio", "must be in [0, 1]", t.min_lr_ratio)
   if not 0 < t.decay_fraction <= 1:
     fail("train.decay_fraction", "must be in (0, 1]", t.decay_fraction)
   if t.warmup_steps < 0:
     fail("train.warmup_steps", "must be >= 0", t.warmup_steps)
-  if t.grad_clip <= 0:
+  if not 0 < t.grad_clip < float("inf"):
     fail("train.grad_clip", "must be > 0", t.grad_clip)
   if t.log_every < 1:
     fail("train.log_every", "must be >= 1", t.log_every)
+  if not 0 <= t.weight_decay < float("inf"):
+    fail("train.weight_decay", "must be a finite number >= 0", t.weight_decay)
+  if t.tokens_per_param is not None and not 0 < t.tokens_per_param < float("inf"):
+    fail("train.tokens_per_param", "must be a finite number > 0", t.tokens_per_param)
 
 
 def check_checkpoint(k):

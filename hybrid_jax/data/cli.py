@@ -11,28 +11,22 @@
 Every error is one line, found before anything is written; nothing existing is overwritten.
 """
 
-import argparse
 import sys
+
+from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.errors import UserError
 from pathlib import Path
 
 PROG = "hybrid-jax data"
 ANSWER_MARKS, EVIDENCE_MARKS = ("[[", "]]"), ("<<", ">>")
 
 
-class _Parser(argparse.ArgumentParser):
-  def error(self, message):
-    _die(f"{self.prog.split(' ', 2)[-1] if ' ' in self.prog else self.prog}: {message}")
-
-
-def _die(message: str, code: int = 2):
-  print(f"{PROG}: error: {' '.join(str(message).split())}", file=sys.stderr)
-  raise SystemExit(code)
 
 
 def _parser():
-  p = _Parser(prog=PROG, description=__doc__.splitlines()[0],
-              formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
-  sub = p.add_subparsers(dest="command", parser_class=_Parser)
+  p = ArgumentParser(prog=PROG, description="Build a text corpus, train a tokenizer on it, or show "
+                     "examples.", epilog=__doc__.split("\n", 2)[2])
+  sub = p.add_subparsers(dest="command", required=True)
   b = sub.add_parser("build", help="build a corpus directory (tfds, array_record)")
   b.add_argument("--source", action="append", required=True,
                  help="python-docs, a directory of .txt/.md files, or tfds:NAME (repeatable)")
@@ -72,7 +66,9 @@ def cmd_build(args):
   docs, chars = m["documents"], m.get("characters", {})
   print(f"{PROG}: built {args.out}: " + ", ".join(
       f"{k} {docs[k]} documents" + (f" ({chars[k] / 1e6:.2f}M characters)" if k in chars else "")
-      for k in docs) + f"; license: {m['license']}")
+      for k in docs) + f"; license: {m['license']}"
+        + (f"; skipped {m['skipped_non_text_files']} .txt/.md files that are not UTF-8 text"
+           if m.get("skipped_non_text_files") else ""))
 
 
 def cmd_tokenizer(args):
@@ -80,16 +76,16 @@ def cmd_tokenizer(args):
   from hybrid_jax.data.tokenizer import SENTENCEPIECE_FILE, load_tokenizer, train_sentencepiece
   out = Path(args.data) / SENTENCEPIECE_FILE
   if out.exists():
-    _die(f"{out} exists (never overwritten; delete it to retrain)")
+    raise UserError(f"{out} exists (never overwritten; delete it to retrain)")
   if not 300 <= args.vocab_size <= 1_000_000:
-    _die(f"--vocab-size: must be in [300, 1000000] (byte fallback needs 256 ids) (got {args.vocab_size})")
+    raise UserError(f"--vocab-size: must be in [300, 1000000] (byte fallback needs 256 ids) (got {args.vocab_size})")
   corpus = open_corpus(args.data, "train")
   n = len(corpus) if args.max_documents is None else min(len(corpus), args.max_documents)
   try:
     path = train_sentencepiece((corpus[i] for i in range(n)), args.data, vocab_size=args.vocab_size,
                                model_type=args.model_type)
   except RuntimeError as e:   # e.g. a vocabulary larger than the text supports
-    _die(f"sentencepiece: {e}")
+    raise UserError(f"sentencepiece: {e}")
   print(f"{PROG}: wrote {path} (vocab_size {load_tokenizer(str(path)).vocab_size}); use it with "
         f"--config.data.tokenizer={args.data} --config.model.vocab_size=N (N >= vocab_size)")
 
@@ -137,9 +133,9 @@ def _show_mix(args, tokenizer):
   d.long_fraction = args.long_fraction
   d.n_pairs = min(d.n_pairs, max_pairs(args.seq_len)) if args.n_pairs is None else args.n_pairs
   if not 0 <= d.n_pairs <= max_pairs(args.seq_len):
-    _die(f"--n-pairs: must be in [0, seq_len/28 = {max_pairs(args.seq_len)}] (got {d.n_pairs})")
+    raise UserError(f"--n-pairs: must be in [0, seq_len/28 = {max_pairs(args.seq_len)}] (got {d.n_pairs})")
   if not 0 <= args.row < args.batch_size:
-    _die(f"--row: must be in [0, --batch-size={args.batch_size}) (got {args.row})")
+    raise UserError(f"--row: must be in [0, --batch-size={args.batch_size}) (got {args.row})")
   src = TrainingMix(d, batch_size=args.batch_size, tokenizer=tokenizer)
   tokens, answer, distances = src.row(args.step, args.row)
   kind = "long" if src.is_long(args.step, args.row) else "short"
@@ -151,10 +147,10 @@ def _show_mix(args, tokenizer):
 def _show_corpus(args):
   from hybrid_jax.data.corpus import open_corpus
   if not args.data:
-    _die("show corpus: --data is required")
+    raise UserError("show corpus: --data is required")
   corpus = open_corpus(args.data, args.split)
   if not 0 <= args.index < len(corpus):
-    _die(f"--index: {args.index} out of range ({len(corpus)} {args.split} documents)")
+    raise UserError(f"--index: {args.index} out of range ({len(corpus)} {args.split} documents)")
   print(f"# {args.data} {args.split} document {args.index} of {len(corpus)}: {corpus.id(args.index)}")
   print(corpus[args.index])
 
@@ -165,7 +161,7 @@ def cmd_show(args):
   if args.what == "corpus":
     return _show_corpus(args)
   if args.what != "mix" and args.what not in tasks.TASK_NAMES:
-    _die(f"show: unknown {args.what!r} (a task: {', '.join(tasks.TASK_NAMES)}; or mix, corpus)")
+    raise UserError(f"show: unknown {args.what!r} (a task: {', '.join(tasks.TASK_NAMES)}; or mix, corpus)")
   tokenizer = load_tokenizer(args.tokenizer)
   if args.what == "mix":
     return _show_mix(args, tokenizer)
@@ -187,8 +183,10 @@ def main(argv=None):
   except BrokenPipeError:   # output piped into head & co.
     sys.stderr.close()
     return 0
-  except (ValueError, IndexError, OSError) as e:   # CorpusError, bad task arguments, files
-    _die(e)
+  except UserError:
+    raise
+  except (ValueError, IndexError, OSError) as e:   # bad task arguments, files
+    raise UserError(f"{args.command}: {e}") from None
   return 0
 
 

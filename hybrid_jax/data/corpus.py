@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from hybrid_jax.data import text as T
+from hybrid_jax.errors import UserError
 from hybrid_jax.train.rundir import atomic_write_text
 
 PYTHON_DOCS = "python-docs"
@@ -34,7 +35,7 @@ TEXT_SUFFIXES = (".txt", ".md")
 SPLITS = ("train", "validation")
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
   """A bad source or corpus directory; the message is one line."""
 
 
@@ -58,9 +59,32 @@ def python_docs_documents():
       yield f"{PYTHON_DOCS}/{path.relative_to(root)}", text
 
 
+def read_text_file(path: Path) -> str | None:
+  """The file's text, or None when it is not UTF-8 text (binary bytes, a NUL): such a file
+  named .txt would otherwise train the model on noise."""
+  data = path.read_bytes()
+  if b"\0" in data:
+    return None
+  try:
+    return data.decode("utf-8")
+  except UnicodeDecodeError:
+    return None
+
+
+def scan_directory(root: Path) -> tuple[list[Path], list[Path], int]:
+  """(text files, .txt/.md files that are not text, files with other suffixes)."""
+  files = sorted(p for p in root.rglob("*") if p.is_file())
+  named = [p for p in files if p.suffix.lower() in TEXT_SUFFIXES]
+  binary = [p for p in named if read_text_file(p) is None]
+  return [p for p in named if p not in binary], binary, len(files) - len(named)
+
+
 def directory_documents(root: Path):
+  """(id, text) of every .txt/.md file under ``root`` holding text; binary ones are skipped
+  (``build`` reports how many)."""
   for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES):
-    text = T.clean_document(path.read_text(encoding="utf-8", errors="replace"))
+    raw = read_text_file(path)
+    text = T.clean_document(raw) if raw is not None else ""
     if text:
       yield str(path.relative_to(root)), text
 
@@ -77,7 +101,10 @@ def check_source(source: str):
     if not root.is_dir():
       raise CorpusError(f"source {source}: not a directory, {PYTHON_DOCS!r} or tfds:NAME")
     if next(directory_documents(root), None) is None:
-      raise CorpusError(f"source {source}: no non-empty {'/'.join(TEXT_SUFFIXES)} files")
+      _, binary, other = scan_directory(root)
+      raise CorpusError(f"source {source}: no non-empty {'/'.join(TEXT_SUFFIXES)} text files "
+                        f"({len(binary)} {'/'.join(TEXT_SUFFIXES)} files are not UTF-8 text, "
+                        f"{other} files have other suffixes)")
 
 
 def documents(source: str):
@@ -175,7 +202,9 @@ def build(sources: list[str], out, *, validation_fraction: float = 0.05,
                     text_feature="text", validation_fraction=validation_fraction,
                     documents={k: len(v) for k, v in docs.items()},
                     characters={k: sum(len(t) for _, t in v) for k, v in docs.items()},
-                    license=_license(sources))
+                    license=_license(sources),
+                    skipped_non_text_files=sum(len(scan_directory(Path(s))[1]) for s in sources
+                                               if s != PYTHON_DOCS))
     shutil.rmtree(tmp / "downloads", ignore_errors=True)   # tfds makes it; nothing is downloaded
     atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     if out.exists():

@@ -15,21 +15,22 @@ import orbax.checkpoint as ocp
 
 from hybrid_jax.resolve import resolve
 from hybrid_jax.configs.base import base_config
+from hybrid_jax.errors import UserError
 from hybrid_jax.train.rundir import RunDir
 
 
-class EvalInputError(ValueError):
+class EvalInputError(UserError, ValueError):
   """Evaluation cannot run as asked (no run, no checkpoints, bad settings): one line."""
 
 
-def _merge(schema, values: dict, prefix=""):
+def merge_config(schema, values: dict, prefix=""):
   """``values`` (config.json) written into ``schema`` (lists back to tuples); keys the schema
   no longer knows are skipped, keys it gained keep their defaults."""
   for key, value in values.items():
     if key == "derived" or key not in schema:
       continue
     if isinstance(schema[key], ml_collections.ConfigDict):
-      _merge(schema[key], value, f"{prefix}{key}.")
+      merge_config(schema[key], value, f"{prefix}{key}.")
     else:
       schema[key] = tuple(value) if isinstance(value, list) else value
 
@@ -46,7 +47,7 @@ def load_run_config(workdir) -> ml_collections.ConfigDict:
   except json.JSONDecodeError as e:
     raise EvalInputError(f"{run.config_path} is not valid JSON ({e})") from None
   cfg = base_config()
-  _merge(cfg, values)
+  merge_config(cfg, values)
   return cfg
 
 

@@ -77,10 +77,21 @@ def check_settings(cfg) -> EvalSettings:
   return settings
 
 
-def evaluate_run(workdir, cfg=None, *, log=print) -> list[dict]:
+def refuse_failed(workdir, force: bool):
+  """A run whose training failed (e.g. a NaN loss) would give NaN metrics at minutes per
+  checkpoint: refused in one line unless ``force``."""
+  status = RunDir(workdir).read_status() or {}
+  if status.get("state") == "failed" and not force:
+    raise EvalInputError(f"run {workdir} failed at step {status.get('step')} "
+                         f"({status.get('error')}); its metrics would be meaningless; "
+                         "--force evaluates it anyway")
+
+
+def evaluate_run(workdir, cfg=None, *, force=False, log=print) -> list[dict]:
   """Evaluate every checkpoint of the run without a record for these settings; append one
   line per checkpoint to eval.jsonl and return the new records (none on a second call)."""
   cfg = load_run_config(workdir) if cfg is None else cfg
+  refuse_failed(workdir, force)
   settings = check_inputs(workdir, cfg)
   run = RunDir(workdir)
   run.lock_eval()
@@ -92,7 +103,8 @@ def evaluate_run(workdir, cfg=None, *, log=print) -> list[dict]:
       todo = [s for s in models.steps if s not in done]
       tokens_per_step = models.cfg.train.batch_size * models.cfg.data.seq_len
       new = []
-      for step in todo:
+      for i, step in enumerate(todo, 1):
+        log(f"hybrid-jax eval: {run.path.name}: checkpoint {i}/{len(todo)} (step {step})...")
         if not (run.checkpoint_dir / str(step)).is_dir():   # a live trainer dropped its rolling one
           log(f"hybrid-jax eval: {run.path.name} step {step}: checkpoint gone meanwhile; skipped")
           continue

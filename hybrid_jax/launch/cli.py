@@ -1,9 +1,12 @@
-"""``hybrid-jax sweep submit|status|collect``."""
+"""``hybrid-jax sweep submit|status|collect``: submit a grid of runs, show its status, or
+collect its metrics into one table."""
 
-import argparse
 import ast
 import sys
 from pathlib import Path
+
+from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.errors import UserError
 
 
 def parse_overrides(args: list[str]) -> dict:
@@ -21,17 +24,12 @@ def parse_overrides(args: list[str]) -> dict:
   return out
 
 
-def _die(message):
-  print(f"hybrid-jax sweep: error: {message}", file=sys.stderr)
-  raise SystemExit(2)
-
-
 def main(argv):
-  from hybrid_jax.launch.grid import SweepError
-  p = argparse.ArgumentParser(prog="hybrid-jax sweep", description="grids of runs")
+  p = ArgumentParser(prog="hybrid-jax sweep", description="Submit a grid of runs, show its status, "
+                     "or collect its metrics into one table.")
   sub = p.add_subparsers(dest="cmd", required=True)
   s = sub.add_parser("submit", help="train every run of a sweep file not yet done")
-  s.add_argument("sweep_file")
+  s.add_argument("sweep_file", help="A Python file defining get_sweep() (see hybrid_jax.launch.grid).")
   s.add_argument("--root", required=True, help="directory holding one run directory per grid point")
   s.add_argument("--backend", choices=["local", "slurm"], default="local")
   s.add_argument("--parallel", type=int, default=None, help="local workers (default: one per core)")
@@ -42,53 +40,55 @@ def main(argv):
                       "slurm_partition=gpu, ...); repeatable; wins over the sweep file's")
   s.add_argument("--wait", action="store_true", help="--backend slurm: wait until every job ended")
   st = sub.add_parser("status", help="a table of the runs under a directory")
-  st.add_argument("root")
+  st.add_argument("root", help="A sweep directory (or one run directory).")
   c = sub.add_parser("collect", help="one CSV/TSV of runs x checkpoints x metrics")
-  c.add_argument("root")
+  c.add_argument("root", help="A sweep directory (or one run directory).")
   c.add_argument("--out", default=None, help="output file (.csv or .tsv; default ROOT/collected.csv)")
   args, rest = p.parse_known_args(argv)
   if args.cmd == "submit":
     try:
       overrides = parse_overrides(rest)
     except ValueError as e:
-      _die(str(e))
+      raise UserError(str(e)) from None
     slurm = {}
     for item in args.slurm:
       if "=" not in item:
-        _die(f"--slurm takes KEY=VALUE, got {item!r}")
+        raise UserError(f"--slurm takes KEY=VALUE, got {item!r}")
       key, value = item.split("=", 1)
       try:
         slurm[key] = ast.literal_eval(value)
       except (ValueError, SyntaxError):
         slurm[key] = value
     if args.parallel is not None and args.parallel < 1:
-      _die(f"--parallel must be >= 1, got {args.parallel}")
+      raise UserError(f"--parallel must be >= 1, got {args.parallel}")
     from hybrid_jax.launch.submit import submit
     try:
       results = submit(args.sweep_file, args.root, backend=args.backend, parallel=args.parallel,
                        dry_run=args.dry_run, overrides=overrides, retry_failed=args.retry_failed,
                        slurm=slurm, wait=args.wait,
                        log=lambda m: print(f"hybrid-jax sweep: {m}", flush=True))
-    except (SweepError, RuntimeError) as e:
-      _die(str(e))
+    except RuntimeError as e:      # e.g. submitit missing or failing; SweepError is a UserError
+      if isinstance(e, UserError):
+        raise
+      raise UserError(str(e)) from None
     except KeyboardInterrupt as e:
       print(f"hybrid-jax sweep: {e}", file=sys.stderr)
       raise SystemExit(143)
     return 1 if any(code not in (0, -1) for code in results.values()) else 0   # -1: still queued
   if rest:
-    _die(f"unrecognised arguments: {' '.join(rest)}")
+    raise UserError(f"unrecognised arguments: {' '.join(rest)}")
   root = Path(args.root)
   if not root.is_dir():
-    _die(f"{root} is not a directory")
+    raise UserError(f"{root} is not a directory")
   from hybrid_jax.launch import report
   if args.cmd == "status":
     print(report.status_table(root))
     return 0
   out = Path(args.out) if args.out else root / "collected.csv"
-  text = report.collect_csv(root, delimiter="\t" if out.suffix == ".tsv" else ",")
-  if not text:
-    _die(f"no run under {root} has a config.json yet")
+  rows, skipped = report.collect_rows(root, with_skipped=True)
+  if not rows:
+    raise UserError(f"no run under {root} has a config.json and records yet; nothing to collect")
   from hybrid_jax.train.rundir import atomic_write_text
-  atomic_write_text(out, text)
-  print(f"hybrid-jax sweep: wrote {out} ({text.count(chr(10)) - 1} rows)")
+  atomic_write_text(out, report.rows_csv(rows, delimiter="\t" if out.suffix == ".tsv" else ","))
+  print(f"hybrid-jax sweep: wrote {out} ({len(rows)} rows; {skipped} unreadable records skipped)")
   return 0

@@ -24,10 +24,12 @@ from pathlib import Path
 
 import ml_collections
 
+from hybrid_jax.errors import UserError
+
 Point = dict   # {"model.window": 64, ...}
 
 
-class SweepError(ValueError):
+class SweepError(UserError, ValueError):
   """A sweep file or grid that cannot be submitted; the message is one line."""
 
 

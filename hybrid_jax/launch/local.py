@@ -10,7 +10,6 @@ them up where they stopped.
 """
 
 import ctypes
-import fcntl
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from collections import deque
 from pathlib import Path
 
 from hybrid_jax.launch.worker import BUSY_EXIT_CODE
+from hybrid_jax.train.rundir import RunDir
 
 PREEMPTED = 143
 BUSY_RETRY_S = 3.0
@@ -39,16 +39,7 @@ def _die_with_parent():
 
 def _held(run_dir: Path) -> bool:
   """Whether another process holds the run's trainer lock (see RunDir.lock)."""
-  lock = run_dir / ".lock"
-  if not lock.exists():
-    return False
-  with open(lock, "a") as f:
-    try:
-      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      return True
-    fcntl.flock(f, fcntl.LOCK_UN)
-  return False
+  return RunDir(run_dir).lock_held()
 
 
 def worker_env(parallel: int, cache_dir: Path) -> dict:
@@ -99,6 +90,7 @@ def run_local(run_dirs: list[Path], *, parallel: int, cache_dir: Path, max_retri
                                  stdout=log_file, stderr=subprocess.STDOUT, env=env,
                                  preexec_fn=_die_with_parent)
           running[p] = run_dir
+          RunDir(run_dir).mark_started(p.pid)   # sweep status: running from now, not pending
           log(f"started  {run_dir.name} (pid {p.pid})")
       for p in [p for p in running if p.poll() is not None]:
         run_dir = running.pop(p)

@@ -4,6 +4,7 @@ metrics): both read only the run directories, so they work on any sweep, however
 import csv
 import io
 import json
+import sys
 from pathlib import Path
 
 from hybrid_jax.train.rundir import RunDir
@@ -29,21 +30,47 @@ def _long_score(record: dict):
   return None, None
 
 
+def _alive(status: dict) -> bool:
+  """Whether the trainer process a launcher started on this host still runs."""
+  import os
+  import socket
+  if status.get("pid") is None or status.get("host") != socket.gethostname():
+    return False
+  try:
+    os.kill(int(status["pid"]), 0)
+  except (ProcessLookupError, ValueError):
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def live_state(run: RunDir, status: dict) -> tuple[str, str | None]:
+  """(state, error) as shown: a run marked running whose trainer is gone (no lock holder,
+  no live starting process) is "stale", e.g. after a SIGKILL or the OOM killer."""
+  import socket
+  state = status.get("state", "pending")
+  elsewhere = status.get("host") not in (None, socket.gethostname())   # its lock is not ours to test
+  if state == "running" and not elsewhere and not run.lock_held() and not _alive(status):
+    return "stale", "trainer died (no process holds the run's lock); resubmit to resume"
+  return state, status.get("error") if state == "failed" else None
+
+
 def status_rows(root) -> list[dict]:
   rows = []
   for path in run_dirs(root):
     run = RunDir(path)
     status = run.read_status() or {}
+    state, error = live_state(run, status)
     metrics = run.read_metrics()
     evals = run.read_eval()
     key, score = _long_score(evals[-1]) if evals else (None, None)
-    error = status.get("error") if status.get("state") == "failed" else None
     if not status:
       error = _last_error_line(path / "train.log")
     step = status.get("step", 0)
-    if status.get("state") == "running" and metrics:   # status.json is written at start only
+    if state in ("running", "stale") and metrics:      # status.json lags by at most log_every
       step = max(step, metrics[-1]["step"])
-    rows.append(dict(run=path.name, state=status.get("state", "pending"),
+    rows.append(dict(run=path.name, state=state,
                      step=step, total_steps=status.get("total_steps"),
                      tokens=metrics[-1]["tokens"] if metrics else 0,
                      loss=metrics[-1]["loss"] if metrics else None,
@@ -86,16 +113,20 @@ def _flat(prefix: str, d: dict) -> dict:
   return out
 
 
-def collect_rows(root) -> list[dict]:
+def collect_rows(root, with_skipped: bool = False):
   """One row per (run, evaluated checkpoint), or per logged step for runs never evaluated:
   the sweep point, model size and N, tokens and tokens/N, the training loss at that step,
-  and every eval metric."""
-  rows = []
+  and every eval metric. ``with_skipped``: (rows, records skipped as unreadable)."""
+  rows, skipped = [], 0
   for path in run_dirs(root):
     run = RunDir(path)
     if not run.config_path.exists():
       continue
-    cfg = json.loads(run.config_path.read_text())
+    try:
+      cfg = json.loads(run.config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+      print(f"hybrid-jax: warning: {run.config_path} is not valid JSON; run skipped", file=sys.stderr)
+      continue
     point = json.loads((path / "launch.json").read_text()).get("point", {}) \
         if (path / "launch.json").exists() else {}
     n = cfg["derived"]["non_embedding_params"]
@@ -111,11 +142,15 @@ def collect_rows(root) -> list[dict]:
                  token_multiplier=rec["tokens"] / n, train_loss=loss_at.get(rec["step"]))
       row.update({k: v for k, v in _flat("", rec).items() if k not in ("step", "tokens")})
       rows.append(row)
-  return rows
+    skipped += run.skipped
+  return (rows, skipped) if with_skipped else rows
 
 
 def collect_csv(root, delimiter: str = ",") -> str:
-  rows = collect_rows(root)
+  return rows_csv(collect_rows(root), delimiter)
+
+
+def rows_csv(rows, delimiter: str = ",") -> str:
   columns = list(dict.fromkeys(k for r in rows for k in r))
   out = io.StringIO()
   writer = csv.DictWriter(out, fieldnames=columns, delimiter=delimiter)

@@ -82,6 +82,10 @@ def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, o
   if dry_run:
     print(dry_run_table(runs), flush=True)
     return {}
+  if runs and all(r.error for r in runs):   # one rule broken everywhere: say it, create nothing
+    others = len({r.error for r in runs}) - 1
+    raise SweepError(f"every grid point is invalid ({len(runs)} of {len(runs)}): {runs[0].error}"
+                     + (f" (and {others} other errors; --dry-run lists them)" if others else ""))
   root = Path(root)
   root.mkdir(parents=True, exist_ok=True)
   pending = prepare(root, runs, retry_failed=retry_failed, log=log)

@@ -19,18 +19,24 @@ def read_launch(run_dir) -> dict:
 
 
 def run(run_dir) -> int:
+  import os
+
+  from hybrid_jax.train.rundir import RunDir
+  if not RunDir(run_dir).lock_held():   # sweep status: running from now (JAX takes a while)
+    RunDir(run_dir).mark_started(os.getpid())
   from hybrid_jax.configs import base_config
-  from hybrid_jax.eval.checkpoints import _merge
+  from hybrid_jax.eval.checkpoints import merge_config
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
-  from hybrid_jax.train.rundir import RunDirBusy, RunDirError
+  from hybrid_jax.errors import UserError
+  from hybrid_jax.train.rundir import RunDirBusy
   cfg = base_config()                   # the schema's types and tuples, not raw JSON lists
-  _merge(cfg, read_launch(run_dir)["config"])
+  merge_config(cfg, read_launch(run_dir)["config"])
   try:
     status = train(cfg, run_dir, progress=False)
   except RunDirBusy as e:
     print(f"hybrid-jax worker: {e}", file=sys.stderr)
     return BUSY_EXIT_CODE
-  except RunDirError as e:
+  except UserError as e:   # a run directory in the way, a NaN loss, a full disk: one line
     print(f"hybrid-jax worker: error: {e}", file=sys.stderr)
     return 1
   except Preempted as e:
@@ -44,6 +50,6 @@ def run(run_dir) -> int:
 
 
 if __name__ == "__main__":
-  from hybrid_jax.cli import _use_persistent_compilation_cache
-  _use_persistent_compilation_cache()
+  from hybrid_jax.xla_cache import use_persistent_compilation_cache
+  use_persistent_compilation_cache()
   sys.exit(run(sys.argv[1]))

@@ -4,7 +4,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+
+from hybrid_jax.plot.axes import readable_scale  # noqa: E402
 
 
 def write_training_curves(run, name="curves.png"):
@@ -15,15 +16,14 @@ def write_training_curves(run, name="curves.png"):
   fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.6))
   ax_loss.plot(tokens, [r["loss"] for r in records], label="all tokens")
   ax_loss.plot(tokens, [r["answer_loss"] for r in records], label="retrieval answers")
-  ax_loss.set(xlabel="training tokens", ylabel="loss", title="loss", yscale="log")
-  ax_loss.yaxis.set_minor_formatter(NullFormatter())
+  ax_loss.set(xlabel="training tokens", ylabel="loss", title="loss")
+  readable_scale(ax_loss, "y", [r[k] for r in records for k in ("loss", "answer_loss")])
   ax_loss.legend()
   ax_acc.plot(tokens, [r["answer_acc"] for r in records])
   ax_acc.set(xlabel="training tokens", ylabel="accuracy", title="retrieval-answer accuracy",
              ylim=(0, 1))
   for ax in (ax_loss, ax_acc):
-    ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())   # minor labels of a log axis overlap
+    readable_scale(ax, "x", tokens)
     ax.grid(alpha=0.3)
   fig.suptitle(run.path.name)
   fig.tight_layout()

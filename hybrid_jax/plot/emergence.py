@@ -4,12 +4,13 @@
 run directory given (or found below a sweep directory), draws the metric (left, log tokens)
 and the short-context loss (right), coloured by architecture (pattern and window), and
 writes PATH.png, PATH.svg and PATH.tsv: per run, the tokens to reach ``--frac`` of its final
-value and to reach the absolute ``--threshold``. For metrics where lower is better (names
+value (blank when the final value is 0) and to reach the absolute ``--threshold`` (default
+0.5 for accuracies; blank where a run never reached it). Runs that differ only by seed are
+drawn as their mean with a band spanning the seeds. For metrics where lower is better (names
 with "loss" or "ppl"), "reach X of final" means value <= final / X and "reach a threshold"
 means value <= threshold.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -19,8 +20,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from hybrid_jax.plot.axes import mean_band, readable_scale, seedless_key  # noqa: E402
 
+from hybrid_jax.cli_args import ArgumentParser  # noqa: E402
+from hybrid_jax.errors import UserError  # noqa: E402
 from hybrid_jax.train.rundir import RunDir, atomic_write_text  # noqa: E402
 
 LABELS = {
@@ -32,10 +35,12 @@ LABELS = {
     "short_ppl": "held-out short-context perplexity",
 }
 LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P")
+DEFAULT_ACC_THRESHOLD = 0.5    # accuracy metrics: the table's tokens-to-threshold column
 MAX_SEARCH_DEPTH = 3
 
 
-class PlotInputError(ValueError):
+class PlotInputError(UserError, ValueError):
   """Nothing to plot as asked (no runs, no eval records, unknown metric): one line."""
 
 
@@ -87,6 +92,18 @@ def architecture(run: Path) -> str:
   return label
 
 
+def seed_groups(runs, curves) -> list[list[tuple[Path, list]]]:
+  """Runs that differ only by seed, together (drawn as their mean with a band); others alone."""
+  groups = {}
+  for run, curve in zip(runs, curves):
+    groups.setdefault(seedless_key(run), []).append((run, curve))
+  return list(groups.values())
+
+
+def default_threshold(metric: str):
+  return DEFAULT_ACC_THRESHOLD if "_acc" in metric else None
+
+
 def run_curve(run: Path, settings_id: str | None = None) -> list[dict]:
   """The run's records under one settings id (default: that of its last record), by step."""
   records = RunDir(run).read_eval()
@@ -103,14 +120,14 @@ def tokens_to_reach(curve: list[dict], metric: str, *, frac: float, threshold: f
   lower = lower_is_better(metric)
   reached = lambda v, target: v <= target if lower else v >= target
   first = lambda target: next((t for t, v in points if reached(v, target)), None)
-  to_frac = first(final / frac if lower else final * frac)
+  to_frac = first(final / frac if lower else final * frac) if final > 0 else None  # 0: no signal
   to_abs = first(threshold) if threshold is not None else None
   return final, to_frac, to_abs
 
 
 def _fmt(x):
   if x is None:
-    return "-"
+    return ""                          # blank: never reached (or no value)
   return f"{x:.4g}" if isinstance(x, float) else str(x)
 
 
@@ -137,6 +154,7 @@ def plot_emergence(dirs, *, metric="retrieval_acc", short_metric="short_loss", o
                    frac=0.9, threshold=None, settings_id=None) -> dict:
   """Write ``out``.png/.svg/.tsv (default: emergence.* in the first DIR); return their paths
   and the table text. Every input error is raised before anything is written."""
+  threshold = default_threshold(metric) if threshold is None else threshold
   runs = sorted(find_runs(dirs), key=lambda r: (architecture(r), r.name))
   curves = [run_curve(r, settings_id) for r in runs]
   if not any(r.get(metric) is not None for c in curves for r in c):
@@ -154,15 +172,21 @@ def plot_emergence(dirs, *, metric="retrieval_acc", short_metric="short_loss", o
   colours = {g: plt.get_cmap("tab10")(i % 10) for i, g in enumerate(groups)}
   seen = {g: 0 for g in groups}
   fig, (ax_m, ax_s) = plt.subplots(1, 2, figsize=(12, 4.4))
-  for run, curve in zip(runs, curves):
-    arch = architecture(run)
-    style = dict(color=colours[arch], linestyle=LINESTYLES[seen[arch] % len(LINESTYLES)],
-                 marker="o", markersize=3, label=f"{run.name} ({arch})")
+  for members in seed_groups(runs, curves):
+    arch = architecture(members[0][0])
+    k = seen[arch]                     # runs of one architecture: told apart by dash and marker
     seen[arch] += 1
+    style = dict(color=colours[arch], linestyle=LINESTYLES[k % len(LINESTYLES)],
+                 marker=MARKERS[k % len(MARKERS)], markersize=4)
     for ax, key in ((ax_m, metric), (ax_s, short_metric)):
-      pts = [(r["tokens"], r[key]) for r in curve if r.get(key) is not None and r["tokens"] > 0]
-      if pts:
-        ax.plot(*zip(*pts), **style)
+      pts = [[(r["tokens"], r[key]) for r in curve if r.get(key) is not None and r["tokens"] > 0]
+             for _, curve in members]
+      if len(members) == 1 and pts[0]:
+        ax.plot(*zip(*pts[0]), label=f"{members[0][0].name} ({arch})", **style)
+      elif len(members) > 1 and all(pts):
+        x, mean, low, high = mean_band(pts)
+        ax.plot(x, mean, label=f"{arch}: mean of {len(members)} seeds (band: their range)", **style)
+        ax.fill_between(x, low, high, color=colours[arch], alpha=0.2, linewidth=0)
   ax_m.set(ylabel=metric_label(metric), title="long-context: " + metric)
   ax_s.set(ylabel=metric_label(short_metric),
            title="short-context: " + short_metric)
@@ -170,10 +194,10 @@ def plot_emergence(dirs, *, metric="retrieval_acc", short_metric="short_loss", o
     ax_m.set_ylim(-0.02, 1.02)
   if threshold is not None:
     ax_m.axhline(threshold, color="grey", linewidth=0.8, linestyle=":", label=f"threshold {threshold:g}")
+  tokens = [r["tokens"] for c in curves for r in c]
   for ax in (ax_m, ax_s):
-    ax.set_xscale("log")
-    ax.set_xlabel("training tokens (log scale)")
-    ax.xaxis.set_minor_formatter(NullFormatter())     # minor labels of a log axis overlap
+    readable_scale(ax, "x", tokens)
+    ax.set_xlabel(f"training tokens{' (log scale)' if ax.get_xscale() == 'log' else ''}")
     ax.grid(alpha=0.3)
   handles, labels = ax_m.get_legend_handles_labels()
   fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
@@ -189,29 +213,23 @@ def plot_emergence(dirs, *, metric="retrieval_acc", short_metric="short_loss", o
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="hybrid-jax plot emergence", description=__doc__.splitlines()[0])
+  p = ArgumentParser(prog="hybrid-jax plot emergence", description=__doc__.split("\n\n")[0])
   p.add_argument("dirs", nargs="+", metavar="DIR", help="run directories or sweep directories")
   p.add_argument("--metric", default="retrieval_acc",
                  help="eval.jsonl key for the left panel (e.g. log_longppl, retrieval_acc/mqar)")
   p.add_argument("--short-metric", default="short_loss", help="eval.jsonl key for the right panel")
   p.add_argument("--out", default=None, help="output path without suffix (default DIR/emergence)")
   p.add_argument("--frac", type=float, default=0.9, help="table: tokens to reach this share of final")
-  p.add_argument("--threshold", type=float, default=None, help="table: tokens to reach this value")
+  p.add_argument("--threshold", type=float, default=None,
+                 help="Table: tokens to reach this value, blank where never reached (default: "
+                      f"{DEFAULT_ACC_THRESHOLD} for accuracies; none for other metrics).")
   p.add_argument("--settings-id", default=None, help="eval settings id (default: each run's latest)")
   args = p.parse_args(argv)
   if not 0 < args.frac <= 1:
-    _die(f"--frac must be in (0, 1] (got {args.frac})")
-  try:
-    result = plot_emergence(args.dirs, metric=args.metric, short_metric=args.short_metric,
-                            out=args.out, frac=args.frac, threshold=args.threshold,
-                            settings_id=args.settings_id)
-  except PlotInputError as e:
-    _die(str(e))
+    raise PlotInputError(f"--frac must be in (0, 1] (got {args.frac})")
+  result = plot_emergence(args.dirs, metric=args.metric, short_metric=args.short_metric,
+                          out=args.out, frac=args.frac, threshold=args.threshold,
+                          settings_id=args.settings_id)
   sys.stdout.write(result["table"])
   print(f"hybrid-jax plot emergence: wrote {result['png']}, {result['svg']}, {result['tsv']}")
-  return result
-
-
-def _die(message):
-  print(f"hybrid-jax: error: {message}", file=sys.stderr)
-  raise SystemExit(2)
+  return 0

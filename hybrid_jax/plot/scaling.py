@@ -7,17 +7,18 @@ PATH.svg, one panel per metric; this is the paper's picture of how the mixers co
 N and D grow (short-context curves nearly coincide; long-context ones converge late).
 """
 
-import argparse
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+import numpy as np  # noqa: E402
 
 from hybrid_jax.launch.report import collect_rows  # noqa: E402
-from hybrid_jax.plot.emergence import PlotInputError, _die, metric_label  # noqa: E402
+from hybrid_jax.cli_args import ArgumentParser  # noqa: E402
+from hybrid_jax.plot.axes import readable_scale  # noqa: E402
+from hybrid_jax.plot.emergence import PlotInputError, metric_label  # noqa: E402
 
 
 def _arch(row) -> str:
@@ -53,13 +54,21 @@ def plot_scaling(root, metrics=("short_loss",), out=None) -> dict:
   fig, axes = plt.subplots(1, len(metrics), figsize=(5.6 * len(metrics), 4.2), squeeze=False)
   for ax, metric in zip(axes[0], metrics):
     for (arch, n), pts in lines.items():
-      xs = [t for t, v in pts if v[metric] is not None]
-      ys = [v[metric] for t, v in pts if v[metric] is not None]
+      by_tokens = {}                   # runs at one (architecture, N, D) differ only by seed
+      for t, v in pts:
+        if v[metric] is not None:
+          by_tokens.setdefault(t, []).append(v[metric])
+      xs = sorted(by_tokens)
+      ys = [float(np.mean(by_tokens[t])) for t in xs]
+      seeds = max((len(v) for v in by_tokens.values()), default=1)
       ax.plot(xs, ys, color=colors[arch], marker=markers[n], ms=4, lw=1.2,
-              label=f"{arch}, N={n / 1e6:.3g}M")
-    ax.set(xscale="log", xlabel="training tokens D (final checkpoint of each run)", ylabel=metric)
+              label=f"{arch}, N={n / 1e6:.3g}M" + (f" (mean of {seeds} seeds, band: range)" if seeds > 1 else ""))
+      if seeds > 1:
+        ax.fill_between(xs, [min(by_tokens[t]) for t in xs], [max(by_tokens[t]) for t in xs],
+                        color=colors[arch], alpha=0.2, linewidth=0)
+    readable_scale(ax, "x", [t for pts in lines.values() for t, _ in pts])
+    ax.set(xlabel="training tokens D (final checkpoint of each run)", ylabel=metric)
     ax.set_title(metric_label(metric), fontsize=9)
-    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.grid(alpha=0.3)
   handles, labels = axes[0][0].get_legend_handles_labels()
   fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
@@ -78,17 +87,14 @@ def plot_scaling(root, metrics=("short_loss",), out=None) -> dict:
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="hybrid-jax plot scaling", description=__doc__.splitlines()[0])
+  p = ArgumentParser(prog="hybrid-jax plot scaling", description=__doc__.split("\n\n")[0])
   p.add_argument("root", help="a sweep directory")
   p.add_argument("--metric", action="append", default=None,
                  help="eval.jsonl or collected column per panel (repeatable; default short_loss)")
   p.add_argument("--out", default=None, help="output path without suffix (default ROOT/scaling)")
   args = p.parse_args(argv)
   if not Path(args.root).is_dir():
-    _die(f"{args.root} is not a directory")
-  try:
-    written = plot_scaling(args.root, tuple(args.metric or ["short_loss"]), args.out)
-  except PlotInputError as e:
-    _die(str(e))
+    raise PlotInputError(f"{args.root} is not a directory")
+  written = plot_scaling(args.root, tuple(args.metric or ["short_loss"]), args.out)
   print(f"hybrid-jax plot scaling: wrote {written['png']}, {written['svg']}")
-  return written
+  return 0

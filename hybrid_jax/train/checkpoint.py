@@ -2,9 +2,25 @@
 plus a rolling latest one every ``checkpoint.every`` steps. Orbax writes each step into a
 temporary directory and renames it when complete, so a crash never leaves a torn step."""
 
+import contextlib
+import logging
+
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
 from orbax.checkpoint.checkpoint_managers import save_decision_policy as sdp
+
+
+@contextlib.contextmanager
+def quiet_orbax_logs():
+  """Orbax logs unreadable step metadata and failed restores through absl (file contents,
+  asyncio tracebacks); ``train.resume`` says what happened in one line instead."""
+  logger = logging.getLogger("absl")
+  level = logger.level
+  logger.setLevel(logging.CRITICAL)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
 
 
 def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> list[int]:
@@ -21,6 +37,7 @@ def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> li
 
 class Checkpointer:
   def __init__(self, directory, ck, total_steps: int):
+    self.directory = directory
     self.kept_steps = log_spaced_steps(total_steps, ck.log_per_octave, ck.log_min_step)
     options = ocp.CheckpointManagerOptions(
         save_decision_policy=sdp.AnySavePolicy([
@@ -28,7 +45,8 @@ class Checkpointer:
         preservation_policy=pp.AnyPreservationPolicy([
             pp.CustomSteps(self.kept_steps), pp.LatestN(1)]),
         enable_async_checkpointing=False, cleanup_tmp_directories=True, create=True)
-    self.manager = ocp.CheckpointManager(directory, options=options)
+    with quiet_orbax_logs():        # a corrupt step's metadata: resume reports it in one line
+      self.manager = ocp.CheckpointManager(directory, options=options)
 
   def latest_step(self) -> int | None:
     return self.manager.latest_step()
@@ -37,6 +55,10 @@ class Checkpointer:
     saved = self.manager.save(step, args=ocp.args.StandardSave(state), force=force)
     self.manager.wait_until_finished()
     return saved
+
+  def reload(self):
+    """Forget cached step lists (after a step directory was moved aside)."""
+    self.manager.reload()
 
   def restore(self, step: int, abstract_state):
     return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_state))

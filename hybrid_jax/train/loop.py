@@ -2,23 +2,25 @@
 handle preemption."""
 
 import json
-import math
 import signal
 import sys
 import time
 
 import jax
 from flax import nnx
-from tqdm import tqdm
 
 from hybrid_jax.configs import ConfigError, require_resolved
+from hybrid_jax.errors import UserError
 from hybrid_jax.data import make_source
 from hybrid_jax.model import build_model
 from hybrid_jax.resolve import ensure_resolved
 from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
+from hybrid_jax.train.failures import LossWatch, disk_error
 from hybrid_jax.train.optim import make_optimizer
-from hybrid_jax.train.rundir import RunDir, RunDirError
+from hybrid_jax.train.progress import Progress
+from hybrid_jax.train.resume import report_metrics_gap, restore_newest_intact
+from hybrid_jax.train.rundir import RunDir
 from hybrid_jax.train.step import make_train_step
 
 PREEMPTED_EXIT_CODE = 143
@@ -81,7 +83,7 @@ def init_state(cfg, mesh=None):
 def train(cfg, workdir, *, progress: bool | None = None) -> dict:
   """Train (or resume) the run in ``workdir``; returns its final status. ``cfg``: requested
   or already resolved (the CLI resolves once and passes the result)."""
-  cfg = ensure_resolved(cfg)               # ConfigError here: nothing computed, nothing written
+  cfg = ensure_resolved(cfg)                     # ConfigError here: nothing computed, nothing written
   if cfg.eval.every:                       # bad eval settings too (EvalInputError, one line)
     from hybrid_jax.eval.evaluate import check_settings
     check_settings(cfg)
@@ -92,12 +94,27 @@ def train(cfg, workdir, *, progress: bool | None = None) -> dict:
   sharding.check_mesh(cfg)                 # MeshError (a ConfigError): before anything is written
   config = json.loads(cfg.to_json())
   run = RunDir(workdir, writer=distributed.is_primary())
-  run.lock()
   try:
-    run.check_or_write_config(config)
-    return _train_locked(cfg, run, progress)
-  finally:
-    run.unlock()
+    run.lock()
+    try:
+      run.check_or_write_config(config)
+      return _train_locked(cfg, run, progress)
+    finally:
+      run.unlock()
+  except Exception as e:                   # a full or read-only disk: one line, not a traceback
+    if (err := disk_error(e, run.path)) is None:
+      raise
+    raise err from None
+
+
+def _mark_failed(run, step, total, e):
+  """status.json says why the run stopped (unless the disk cannot take even that)."""
+  e = disk_error(e, run.path) or e
+  try:
+    run.write_status("failed", step, total, (f"{e}" if isinstance(e, UserError) else
+                                              f"{type(e).__name__}: {e}").splitlines()[0])
+  except OSError:
+    pass
 
 
 def _train_locked(cfg, run, progress) -> dict:
@@ -107,21 +124,19 @@ def _train_locked(cfg, run, progress) -> dict:
   graphdef, rest, state, tx, schedule = init_state(cfg, mesh)
   state_shardings = sharding.state_shardings(mesh, state)
   ckpt = Checkpointer(run.checkpoint_dir.absolute(), cfg.checkpoint, total)
-  start = ckpt.latest_step() or 0
+  restored, start = restore_newest_intact(   # onto this run's mesh, whatever mesh saved it
+      ckpt, jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                         state, state_shardings), primary=run.writer)
   if start:
-    try:   # onto this run's mesh, whatever mesh saved it
-      state = ckpt.restore(start, jax.tree.map(
-          lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, state_shardings))
-    except Exception as e:  # a corrupt or foreign checkpoint: say so, touch nothing
-      raise RunDirError(f"cannot restore checkpoint {start} in {run.checkpoint_dir}: "
-                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+    state = restored
+  report_metrics_gap(run, start, cfg.train.log_every, total)
   from hybrid_jax.eval.evaluate import TrainingEval
   try:
     evaluate = TrainingEval(cfg, run, graphdef, rest)
     evaluate(start, state["params"])       # a crash between checkpoint and eval record
   except Exception as e:                   # e.g. the reference run is gone: say so, stop cleanly
     ckpt.close()
-    run.write_status("failed", start, total, f"{type(e).__name__}: {e}".splitlines()[0])
+    _mark_failed(run, start, total, e)
     raise
   if start >= total:
     run.write_status("done", start, total)
@@ -142,8 +157,8 @@ def _train_locked(cfg, run, progress) -> dict:
   rows = sharding.process_rows(cfg.train.batch_size)
   tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
   step = start
-  bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, file=sys.stderr,
-             disable=not run.writer or (None if progress is None else not progress))
+  bar = Progress(start, total, enabled=progress if run.writer else False)
+  watch = LossWatch(cfg.train.lr)
   try:
     with _StopFlag() as stop:
       t_last, step_last = time.perf_counter(), start
@@ -153,8 +168,7 @@ def _train_locked(cfg, run, progress) -> dict:
         step += 1
         if step % cfg.train.log_every == 0 or step == total:
           metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-          if not math.isfinite(metrics["loss"]):
-            raise FloatingPointError(f"loss is {metrics['loss']} at step {step}")
+          watch.check(step, metrics["loss"])
           now = time.perf_counter()
           tps = (step - step_last) * tokens_per_step / max(now - t_last, 1e-9)
           t_last, step_last = now, step
@@ -166,9 +180,9 @@ def _train_locked(cfg, run, progress) -> dict:
           for k, v in record.items():
             if k != "step":
               writer.add_scalar(f"train/{k}", v, step)
-          bar.set_postfix(tokens=f"{record['tokens']:.3g}", loss=f"{record['loss']:.3f}",
-                          tok_s=f"{tps:.3g}")
-        bar.update(1)
+          run.write_status("running", step, total)        # sweep status shows the step
+          bar.logged(record)
+        bar.step()
         if distributed.any_process(stop.signum is not None):
           ckpt.save(step, state, force=True)
           run.write_status("preempted", step, total, f"stopped by signal {stop.signum}")
@@ -181,7 +195,7 @@ def _train_locked(cfg, run, progress) -> dict:
   except Preempted:
     raise
   except Exception as e:
-    run.write_status("failed", step, total, f"{type(e).__name__}: {e}".splitlines()[0])
+    _mark_failed(run, step, total, e)
     raise
   finally:
     bar.close()

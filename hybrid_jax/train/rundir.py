@@ -1,18 +1,26 @@
 """The run directory contract: config.json, status.json, metrics.jsonl, checkpoints/,
 tensorboard/, eval.jsonl. Every file is replaced atomically (write a temp file, then rename),
 so a crash at any moment leaves either the old or the new version, never half of one; the
-.jsonl logs are appended line by line and their readers drop a torn last line."""
+.jsonl logs are appended line by line. Their readers never stop at a bad line: a malformed
+or mistyped record in the middle is skipped with a one-line warning naming file:line, a
+torn last line (a crash mid-write) is skipped quietly, and a rewrite keeps every line it
+could not parse."""
 
 import fcntl
 import json
+import numbers
 import os
+import socket
+import sys
 import time
 from pathlib import Path
+
+from hybrid_jax.errors import UserError
 
 STATES = ("running", "done", "failed", "preempted")
 
 
-class RunDirError(RuntimeError):
+class RunDirError(UserError, RuntimeError):
   """The run directory cannot be used as asked (held by another process, other config)."""
 
 
@@ -55,6 +63,60 @@ def config_diff(old: dict, new: dict, prefix="") -> list[str]:
   return out
 
 
+# Types every record must have (numbers may be NaN: a diverged loss is still a record).
+METRICS_TYPES = {"step": int, "tokens": int, "loss": numbers.Real}
+EVAL_TYPES = {"step": int, "tokens": int, "settings_id": str}
+
+
+def record_problem(record, types: dict) -> str | None:
+  """Why ``record`` is not a valid record with ``types``, or None; other values must be
+  numbers, strings, null or (settings) objects."""
+  if not isinstance(record, dict):
+    return f"a JSON {type(record).__name__}, not an object"
+  for key, kind in types.items():
+    value = record.get(key)
+    if key == "settings_id" and value is None:
+      continue
+    if not isinstance(value, kind) or isinstance(value, bool):
+      return f"{key} is {value!r}, not {'a number' if kind is numbers.Real else 'a ' + kind.__name__}"
+  for key, value in record.items():
+    if not isinstance(value, (numbers.Real, str, dict, list, type(None))):
+      return f"{key} has type {type(value).__name__}"
+    if key not in types and isinstance(value, str) and key != "settings_id":
+      return f"{key} is the string {value[:20]!r}, not a number"
+  return None
+
+
+def lock_held(path) -> bool:
+  """Whether another process holds the flock on ``path`` (the one lock helper)."""
+  try:
+    f = open(path, "a")
+  except FileNotFoundError:
+    return False
+  with f:
+    try:
+      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      return True
+    fcntl.flock(f, fcntl.LOCK_UN)
+  return False
+
+
+def _append_line(path: Path, line: str, fsync: bool):
+  """Append one line; a torn last line (a crash mid-write) is ended first so that it cannot
+  swallow this record. Appends only: a log is never rewritten here."""
+  with open(path, "ab+") as f:
+    f.seek(0, os.SEEK_END)
+    if f.tell():
+      f.seek(-1, os.SEEK_END)
+      if f.read(1) != b"\n":
+        line = "\n" + line
+    f.write((line + "\n").encode())
+    f.flush()
+    if fsync:
+      os.fsync(f.fileno())
+
+
 class RunDir:
   def __init__(self, workdir, writer: bool = True):
     """``writer=False``: a process of a multi-process job other than process 0; it reads
@@ -69,6 +131,7 @@ class RunDir:
     self.eval_path = self.path / "eval.jsonl"
     self._lock_file = None
     self._eval_lock_file = None
+    self.skipped = 0            # bad records the readers skipped so far
 
   def lock(self):
     """Hold an exclusive lock for this process's lifetime: one trainer per run, ever."""
@@ -82,6 +145,19 @@ class RunDir:
       self._lock_file.close()
       self._lock_file = None
       raise RunDirBusy(f"run directory {self.path} is in use by another process") from None
+
+  def lock_held(self) -> bool:
+    """Whether some process holds the trainer lock: a run marked running without it died."""
+    return lock_held(self.path / ".lock")
+
+  def mark_started(self, pid: int):
+    """The launcher's note that a trainer process starts (JAX takes a while to import):
+    ``sweep status`` shows the run as running from now on, while that process lives."""
+    old = self.read_status() or {}
+    status = dict(state="running", step=old.get("step", 0), total_steps=old.get("total_steps"),
+                  error=None, pid=pid, host=socket.gethostname(),
+                  updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    atomic_write_text(self.status_path, json.dumps(status) + "\n")
 
   def unlock(self):
     if self._lock_file is not None:
@@ -114,48 +190,63 @@ class RunDir:
       return
     assert state in STATES, state
     status = dict(state=state, step=step, total_steps=total_steps, error=error,
-                  updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                  host=socket.gethostname(), updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     atomic_write_text(self.status_path, json.dumps(status) + "\n")
 
   def read_metrics(self) -> list[dict]:
-    """The complete, parseable metric records (a torn last line is dropped)."""
-    if not self.metrics_path.exists():
-      return []
-    records = []
-    for line in self.metrics_path.read_text().splitlines():
-      try:
-        records.append(json.loads(line))
-      except json.JSONDecodeError:
-        break
-    return records
+    """The valid metric records in file order (bad lines skipped, see the module doc)."""
+    return [r for _, r in self._read_jsonl(self.metrics_path, METRICS_TYPES) if r is not None]
 
   def truncate_metrics(self, last_step: int):
-    """Drop records past the restored checkpoint: they will be logged again, identically."""
-    if not self.writer:
+    """Drop records past the restored checkpoint: they will be logged again, identically.
+    Lines that cannot be parsed are kept where they are (they may be all that is left of a
+    record); only a torn last line, a crash mid-write, goes."""
+    if not self.writer or not self.metrics_path.exists():
       return
-    records = [r for r in self.read_metrics() if r["step"] <= last_step]
-    atomic_write_text(self.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
+    kept = [line for line, r in self._read_jsonl(self.metrics_path, METRICS_TYPES, warn=False)
+            if r is None or r["step"] <= last_step]
+    atomic_write_bytes(self.metrics_path, b"".join(line + b"\n" for line in kept))
 
   def append_metrics(self, record: dict):
-    if not self.writer:
-      return
-    with open(self.metrics_path, "a") as f:
-      f.write(json.dumps(record) + "\n")
+    if self.writer:
+      _append_line(self.metrics_path, json.dumps(record), fsync=False)
+
+  def _read_jsonl(self, path: Path, types: dict, warn: bool = True) -> list[tuple[bytes, dict | None]]:
+    """(line, record or None if the line is bad) for every line but a torn last one; each
+    bad line counts in ``self.skipped`` and is warned about (file:line) unless ``warn``."""
+    try:
+      data = path.read_bytes()
+    except FileNotFoundError:
+      return []
+    lines = data.split(b"\n")
+    torn = lines.pop()                       # b"" when the file ends with a newline
+    out = []
+    for number, raw in enumerate(lines, 1):
+      reason = None
+      try:
+        record = json.loads(raw.decode("utf-8"))
+        reason = record_problem(record, types)
+      except (UnicodeDecodeError, json.JSONDecodeError):
+        record, reason = None, "not a JSON line"
+      if reason is not None:
+        record = None
+        self.skipped += 1
+        if warn and raw.strip():
+          print(f"hybrid-jax: warning: {path}:{number}: record skipped ({reason})",
+                file=sys.stderr, flush=True)
+      if raw.strip() or record is not None:
+        out.append((raw, record))
+    del torn                                 # a crash mid-write: that record is re-logged
+    return out
 
   # --- eval.jsonl: one record per (checkpoint step, eval settings id) -----------------
 
   def read_eval(self) -> list[dict]:
-    """Complete eval records in file order; unparseable (torn) lines are skipped and a
-    repeated (step, settings_id) keeps its first record."""
-    if not self.eval_path.exists():
-      return []
+    """Valid eval records in file order (bad lines skipped, see the module doc); a repeated
+    (step, settings_id) keeps its first record."""
     records, seen = [], set()
-    for line in self.eval_path.read_text().splitlines():
-      try:
-        r = json.loads(line)
-      except json.JSONDecodeError:
-        continue
-      if not isinstance(r, dict):
+    for _, r in self._read_jsonl(self.eval_path, EVAL_TYPES):
+      if r is None:
         continue
       key = (r.get("step"), r.get("settings_id"))
       if key not in seen:
@@ -164,18 +255,7 @@ class RunDir:
     return records
 
   def append_eval(self, record: dict):
-    """Append one line, flushed and fsynced; a torn last line (a crash mid-write) is ended
-    first so it cannot swallow this record."""
-    line = json.dumps(record) + "\n"
-    with open(self.eval_path, "ab+") as f:
-      f.seek(0, os.SEEK_END)
-      if f.tell():
-        f.seek(-1, os.SEEK_END)
-        if f.read(1) != b"\n":
-          line = "\n" + line
-      f.write(line.encode())
-      f.flush()
-      os.fsync(f.fileno())
+    _append_line(self.eval_path, json.dumps(record), fsync=True)
 
   def lock_eval(self):
     """One evaluator per run at a time (the trainer's own lock is separate)."""

@@ -6,6 +6,8 @@ writes ``<run>/analysis/<name>.json`` plus ``<name>.png``/``.svg``. Bad input is
 """
 
 import argparse
+
+from hybrid_jax.cli_args import ArgumentParser
 import resource
 import sys
 from pathlib import Path
@@ -19,16 +21,6 @@ from hybrid_jax.eval.checkpoints import EvalInputError
 SUBCOMMANDS = ("heads", "trace", "constrain", "ablate", "probe", "gradient")
 
 
-def _die(message, code: int = 2):
-  print(f"hybrid-jax: error: {message}", file=sys.stderr)
-  raise SystemExit(code)
-
-
-class _Parser(argparse.ArgumentParser):
-  def error(self, message):
-    _die(f"{self.prog.split(' ', 1)[-1]}: {message}")
-
-
 def _parser():
   common = argparse.ArgumentParser(add_help=False)
   common.add_argument("--step", type=int, help="checkpoint step (default: the last)")
@@ -36,8 +28,9 @@ def _parser():
   common.add_argument("--length", type=int, help="context length (default: the first eval length)")
   common.add_argument("--report-memory", action="store_true",
                       help="print the process's peak resident memory at the end")
-  p = _Parser(prog="hybrid-jax analyze", description=__doc__.splitlines()[0])
-  sub = p.add_subparsers(dest="what", required=True, parser_class=_Parser)
+  p = ArgumentParser(prog="hybrid-jax analyze", description="Run a mechanism analysis of one "
+                     "checkpoint of a run.", epilog=__doc__.split("\n\n", 1)[1])
+  sub = p.add_subparsers(dest="what", required=True)
   heads = sub.add_parser("heads", parents=[common], help="retrieval-head scores per (layer, head)")
   trace = sub.add_parser("trace", parents=[common], help="top heads over every checkpoint")
   for s in (heads, trace):
@@ -238,12 +231,10 @@ def peak_rss_mib() -> float:
 
 def main(argv):
   args = _parser().parse_args(argv)
-  try:
+  try:                       # AnalysisInputError, EvalInputError: UserErrors, one line
     runs = _check(args)
     target = runs if args.what == "trace" else runs[0]
     path, _ = RUNNERS[args.what](args, target)
-  except (AnalysisInputError, EvalInputError) as e:
-    _die(e)
   finally:
     for run in locals().get("runs", []):
       run.close()

@@ -1,0 +1,38 @@
+"""Axes that always carry tick labels, and seed groups drawn as a mean with a band."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+from matplotlib.ticker import NullFormatter
+
+
+def readable_scale(ax, which: str, values):
+  """Log scale when the positive ``values`` span at least a decade, linear otherwise: a log
+  axis inside one decade holds no major tick, so it would show no label at all."""
+  pos = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+  if pos and max(pos) >= 10 * min(pos):
+    getattr(ax, f"set_{which}scale")("log")
+    getattr(ax, f"{which}axis").set_minor_formatter(NullFormatter())   # minor labels overlap
+  else:
+    getattr(ax, f"set_{which}scale")("linear")
+
+
+def seedless_key(run: Path) -> str:
+  """The run's config without its seed: runs sharing it differ only by seed."""
+  try:
+    cfg = json.loads((Path(run) / "config.json").read_text())
+  except (OSError, ValueError):
+    return str(run)
+  cfg.pop("derived", None)
+  if isinstance(cfg.get("train"), dict):
+    cfg["train"] = {k: v for k, v in cfg["train"].items() if k != "seed"}
+  return json.dumps(cfg, sort_keys=True)
+
+
+def mean_band(curves: list[list[tuple[float, float]]]):
+  """(x, mean, low, high) over the x values every curve has: the seeds' mean and range."""
+  common = sorted(set.intersection(*(set(x for x, _ in c) for c in curves)))
+  ys = np.array([[dict(c)[x] for x in common] for c in curves], dtype=float)
+  return common, ys.mean(0), ys.min(0), ys.max(0)

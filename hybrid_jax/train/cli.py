@@ -1,0 +1,128 @@
+"""``hybrid-jax train``: train one run, or resume it from its last checkpoint.
+
+Flags are ml_collections config-file flags (absl): ``--config FILE`` (default: the toy CPU
+config) and overrides such as ``--config.model.window=64``; ``--config.a.b=None`` unsets an
+optional field (e.g. ``train.steps``), which absl's typed parsers cannot express.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from hybrid_jax.errors import UserError, one_line
+
+PROG = "hybrid-jax train"
+DESCRIPTION = "Train one run, or resume it from its last checkpoint."
+DEFAULT_CONFIG = str(Path(__file__).parents[1] / "configs" / "default.py")
+SWITCHES = {"--quiet": "Print no progress bar (it is shown only on a terminal anyway)."}
+
+
+def unset_overrides(argv):
+  """(argv without ``--config.x=None`` flags, the dotted keys they unset)."""
+  is_unset = lambda a: a.startswith("--config.") and a.split("=", 1)[-1] in ("None", "none")
+  return ([a for a in argv if not is_unset(a)],
+          [a.split("=", 1)[0][len("--config."):] for a in argv if is_unset(a)])
+
+
+def unset(config, paths, allowed_prefix=""):
+  for path in paths:
+    *parents, leaf = path.split(".")
+    node = config
+    for p in parents:
+      node = node[p]
+    if leaf not in node or not path.startswith(allowed_prefix):
+      raise KeyError(f"unknown config key {path}")
+    node[leaf] = None
+
+
+def _define(fv, argv):
+  from absl import flags
+  from ml_collections import config_flags
+  config_flags.DEFINE_config_file("config", default=DEFAULT_CONFIG, flag_values=fv,
+                                  help_string="Config file defining get_config().", sys_argv=argv)
+  flags.DEFINE_string("workdir", None, "Run directory (created; resumed if it exists).", flag_values=fv)
+  flags.DEFINE_string("coordinator", None, "Multi-process job: HOST:PORT of process 0.", flag_values=fv)
+  flags.DEFINE_integer("num_processes", None, "Multi-process job: number of processes.", flag_values=fv)
+  flags.DEFINE_integer("process_id", None, "Multi-process job: this process's index.", flag_values=fv)
+
+
+def _flat(prefix, d):
+  for k, v in d.items():
+    if isinstance(v, dict):
+      yield from _flat(f"{prefix}{k}.", v)
+    else:
+      yield f"{prefix}{k}", v
+
+
+def help_text(argv) -> str:
+  """Usage, the flags with their defaults, and every config key with its default value."""
+  from absl import flags
+  fv = flags.FlagValues()
+  config_file = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+  if config_file is None and "--config" in argv and argv.index("--config") + 1 < len(argv):
+    config_file = argv[argv.index("--config") + 1]
+  parse_argv = [PROG] + ([f"--config={config_file}"] if config_file else [])
+  _define(fv, parse_argv)
+  lines = [f"usage: {PROG} --workdir DIR [--config FILE] [--config.SECTION.KEY=VALUE ...] [--quiet]",
+           "", DESCRIPTION,
+           "", "flags:"]
+  for name in ("config", "workdir", "coordinator", "num_processes", "process_id"):
+    flag = fv[name]
+    default = config_file or DEFAULT_CONFIG if name == "config" else flag.default
+    lines.append(f"  --{name}: {flag.help} (default: {default})")
+  lines += [f"  {k}: {v}" for k, v in SWITCHES.items()]
+  lines += ["  -h, --help: Show this message and exit.", "",
+            "config keys (override with --config.KEY=VALUE; defaults from the config file):"]
+  try:
+    fv(parse_argv)
+    lines += [f"  {k} = {v!r}" for k, v in _flat("", fv.config.to_dict())]
+  except Exception as e:   # a config file that fails to load still gets the flags' help
+    lines.append(f"  (the config file cannot be loaded: {one_line(e.__cause__ or e)})")
+  return "\n".join(lines)
+
+
+def parse_train_flags(argv: list[str]):
+  """(config, workdir) from ``--config FILE --config.a.b=v --workdir DIR``; UserError on bad flags."""
+  from absl import flags
+  argv, unsets = unset_overrides(argv)
+  full_argv = [PROG] + argv
+  fv = flags.FlagValues()
+  try:
+    _define(fv, full_argv)
+    fv(full_argv)
+    config = fv.config
+    config.keys()  # a config file that failed to load raises only when first used
+    unset(config, unsets)
+  except flags.Error as e:
+    raise UserError(one_line(e)) from None
+  except (KeyError, AttributeError) as e:
+    raise UserError(f"unknown config key in an override: {one_line(e)}") from None
+  except Exception as e:  # a config file that fails to load
+    raise UserError(f"cannot load config: {one_line(e.__cause__ or e)}") from None
+  if not fv.workdir:
+    raise UserError("--workdir is required")
+  if fv.coordinator is not None:    # handed to hybrid_jax.train.distributed through its variables
+    if fv.num_processes is None or fv.process_id is None or not 0 <= fv.process_id < fv.num_processes:
+      raise UserError("--coordinator needs --num_processes N and --process_id I with 0 <= I < N")
+    from hybrid_jax.train.distributed import ENV
+    os.environ.update(dict(zip(ENV, (fv.coordinator, str(fv.num_processes), str(fv.process_id)))))
+  return config, fv.workdir
+
+
+def main(argv) -> int:
+  argv = list(argv)
+  if "-h" in argv or "--help" in argv:
+    print(help_text(argv))
+    return 0
+  quiet = "--quiet" in argv
+  config, workdir = parse_train_flags([a for a in argv if a not in SWITCHES])
+  from hybrid_jax.resolve import resolve
+  config = resolve(config)              # once per train command; a ConfigError (a UserError) before anything is written
+  from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
+  try:
+    status = train(config, workdir, progress=False if quiet else None)
+  except Preempted as e:
+    print(f"hybrid-jax: {e}", file=sys.stderr)
+    return PREEMPTED_EXIT_CODE
+  print(f"hybrid-jax: run {workdir}: {status['state']} at step {status['step']}/{status['total_steps']}")
+  return 0

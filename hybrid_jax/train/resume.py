@@ -1,0 +1,72 @@
+"""Resuming a run: restore the newest checkpoint that can be restored, and say what the
+metrics log lost.
+
+A checkpoint that cannot be restored (truncated files, a disk error) does not end the run:
+it is moved aside into ``checkpoints/corrupt/`` (never deleted) with one line naming the
+step and why, and the next older one is tried. Training then continues from the step
+actually restored, bit-exactly, and the metrics of the re-trained steps are rewritten.
+"""
+
+import shutil
+import sys
+
+from hybrid_jax.errors import one_line
+from hybrid_jax.train.checkpoint import quiet_orbax_logs
+
+CORRUPT_DIR = "corrupt"
+
+
+def _reason(e: BaseException) -> str:
+  """The first informative line of a restore error (TensorStore and pybind add pages)."""
+  first = next((line for line in str(e).splitlines() if line.strip()), "")
+  return f"{type(e).__name__}: {one_line(first, limit=160)}" if first else type(e).__name__
+
+
+def set_aside(checkpoint_dir, step: int):
+  """Move checkpoint ``step`` into checkpoints/corrupt/ (a new name if one is there)."""
+  corrupt = checkpoint_dir / CORRUPT_DIR
+  corrupt.mkdir(exist_ok=True)
+  target, n = corrupt / str(step), 1
+  while target.exists():
+    target, n = corrupt / f"{step}.{n}", n + 1
+  shutil.move(str(checkpoint_dir / str(step)), str(target))
+  return target
+
+
+def restore_newest_intact(ckpt, abstract_state, *, primary: bool, log=None):
+  """(state, step) of the newest checkpoint that restores; (None, 0) when none does."""
+  log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+  with quiet_orbax_logs():
+    steps = sorted(ckpt.all_steps(), reverse=True)
+  for step in steps:
+    try:
+      with quiet_orbax_logs():
+        return ckpt.restore(step, abstract_state), step
+    except Exception as e:          # a corrupt or foreign checkpoint: set it aside, go back
+      where = "kept in place"
+      if primary:
+        where = f"moved to {set_aside(ckpt.directory, step)}"
+        ckpt.reload()
+      log(f"hybrid-jax: warning: checkpoint {step} cannot be restored ({_reason(e)}); "
+          f"{where}; trying the previous one")
+  return None, 0
+
+
+def report_metrics_gap(run, start: int, log_every: int, total: int, log=None):
+  """One line when metrics.jsonl is missing or ends before the restored step (the records
+  of those steps are lost; training continues and logs the rest)."""
+  log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+  if not start or not run.writer:
+    return
+  expected = start if start == total else start - start % log_every
+  if not expected:
+    return
+  if not run.metrics_path.exists():
+    log(f"hybrid-jax: warning: {run.metrics_path} is missing; the records of steps "
+        f"1-{expected} are lost (training resumes at step {start})")
+    return
+  logged = [r["step"] for r in run.read_metrics() if r["step"] <= start]
+  last = max(logged, default=0)
+  if last < expected:
+    log(f"hybrid-jax: warning: {run.metrics_path} ends at step {last}, before the restored "
+        f"step {start}; the records of steps {last + 1}-{expected} are lost")
