@@ -51,6 +51,10 @@ class Checkpointer:
   def latest_step(self) -> int | None:
     return self.manager.latest_step()
 
+  def all_steps(self) -> list[int]:
+    """Every step on disk, newest last: resume walks them back past a corrupt one."""
+    return list(self.manager.all_steps())
+
   def save(self, step: int, state, force: bool = False) -> bool:
     saved = self.manager.save(step, args=ocp.args.StandardSave(state), force=force)
     self.manager.wait_until_finished()
