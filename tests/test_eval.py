@@ -153,7 +153,7 @@ def _snapshot(path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("--config.eval.tasks=no_such_task", "config.eval.tasks: unknown task no_such_task"),
+    ("--config.eval.tasks=no_such_task", "config.eval.tasks: unknown task 'no_such_task'"),
     ("--config.eval.lengths=8", "below the minimum length 16"),
     ("--config.eval.longppl_window=15", "config.eval.longppl_window: must be an even integer"),
     ("--config.eval.seed=-1", "config.eval.seed: must be an integer >= 0"),
