@@ -31,10 +31,10 @@ def band_pairs(t: int, window: int) -> int:
 
 
 def attention_flops(batch, heads, t, window, head_dim, backward=False) -> int:
-  """Forward: QK^T and PV over the band, 4 FLOPs per pair and head dim; backward: twice that
-  (dQ and dP in the dQ kernel, dK and dV in the dK/dV kernel, each half)."""
-  fwd = 4 * batch * heads * band_pairs(t, window) * head_dim
-  return fwd // 2 if backward else fwd
+  """One kernel's model FLOPs. Forward: QK^T and PV over the band, 4 FLOPs per pair and head
+  dim. Each of the two backward kernels (``backward=True``) as much again: dP and dQ in the
+  dQ kernel, dK and dV in the dK/dV kernel (the backward is twice the forward)."""
+  return 4 * batch * heads * band_pairs(t, window) * head_dim
 
 
 def scan_flops(batch, heads, t_padded, chunk, dk, dv, delta_rule: bool) -> int:
