@@ -17,11 +17,17 @@ from pallas_kernels.linear_scan import api as scan_api
 from pallas_kernels.swa import api as swa_api
 
 BATCH = P(("data", "fsdp"))
-# Temporary memory per device (bytes) of each compiled forward+gradient below, recorded with
-# jax 0.10.2 / libtpu 0.0.42.1 plus 25% headroom: a regression past these fails.
-TPU_TEMP_BUDGET = {("swa", "float32"): 1 << 20, ("swa", "bfloat16"): 1 << 20,
-                   ("gla", "float32"): 1 << 20, ("gla", "bfloat16"): 1 << 20,
-                   ("delta", "float32"): 2 << 20, ("delta", "bfloat16"): 2 << 20}
+# Temporary HBM per device (bytes) of the compiled forward+gradients below, recorded with
+# jax 0.10.2 / libtpu 0.0.42.1 on v5e; a regression past 1.25x (or 64 KiB where the
+# recorded figure is 0: everything fits in VMEM at these sizes) fails.
+RECORDED_TEMP = {("swa", "float32"): 0, ("swa", "bfloat16"): 0,
+                 ("gla", "float32"): 0, ("gla", "bfloat16"): 0,
+                 ("delta", "float32"): 971_776, ("delta", "bfloat16"): 971_776}
+RECORDED_GRAD_TEMP_4K = {"gla": 8_549_888, "delta": 25_810_944}   # B=1, H=4, K=V=128, bf16
+
+
+def _budget(recorded):
+  return max(1.25 * recorded, 64 << 10)
 
 
 def _needs(platform):
@@ -79,7 +85,7 @@ def test_tpu_kernels_compile_forward_and_gradient_on_one_chip(op, dtype):
   for kernel in KERNEL_NAMES[op]:
     assert any(kernel + "_tpu" in name for name in calls), (kernel, calls)
   temp = compiled.memory_analysis().temp_size_in_bytes
-  assert temp <= TPU_TEMP_BUDGET[(op, dtype)], f"{op} {dtype}: {temp} bytes of temporaries"
+  assert temp <= _budget(RECORDED_TEMP[(op, dtype)]), f"{op} {dtype}: {temp} bytes of temporaries"
 
 
 @_needs("tpu")
@@ -115,11 +121,13 @@ def test_compiler_flops_include_the_kernels_cost_estimates():
 def test_delta_rule_gradient_memory_stays_near_simple_gla():
   """The delta rule's backward must not store per-step intermediates (its inverse has its own
   VJP, its factors are recomputed): at T=4K its gradient's temporaries stay within a recorded
-  bound of simple GLA's (the 2x target is met at 16K; see ``python -m pallas_kernels.bench
-  --memory v5e:1x1``). Before the custom VJP the ratio was 78x (663 MB against 8.5 MB)."""
+  bound of simple GLA's and of its recorded figure (16K: ``python -m pallas_kernels.bench
+  --memory v5e:1x1``). Before the custom VJP it was 663 MB against GLA's 8.5 MB."""
   from pallas_kernels import bench
   gla = bench.gradient_temp_bytes("gla", "v5e:1x1", 4096)
   delta = bench.gradient_temp_bytes("delta", "v5e:1x1", 4096)
+  assert gla <= _budget(RECORDED_GRAD_TEMP_4K["gla"]), gla
+  assert delta <= _budget(RECORDED_GRAD_TEMP_4K["delta"]), delta
   assert delta <= 3.5 * gla, (delta, gla)
 
 
