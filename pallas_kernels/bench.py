@@ -168,6 +168,46 @@ def report(op, shape, timed, flops, bwd_factor, peak):
   return rows
 
 
+def gradient_temp_bytes(op: str, topology: str, t: int, b=1, h=4, dk=128, dv=128,
+                        dtype=jnp.bfloat16) -> int:
+  """Temporary memory (bytes, per device) of the compiled forward+backward of one recurrent op
+  with the kernel ``auto`` picks for ``topology``, compiled deviceless
+  (``pallas_kernels.targets``) and read from ``compiled.memory_analysis()``."""
+  from pallas_kernels import targets
+  mesh = targets.mesh(topology)
+  x = lambda d: targets.abstract((b, t, h, d), dtype, mesh)
+  gates = targets.abstract((b, t, h), jnp.float32, mesh)
+
+  def loss(q, k, v, g, beta):
+    if op == "gla":
+      o, s = scan_api.simple_gla(q, k, v, g)
+    else:
+      o, s = delta_api.gated_delta_rule(q, k, v, g, beta)
+    return jnp.sum(o.astype(jnp.float32)) + jnp.sum(s)
+
+  compiled = targets.compile_on(jax.grad(loss, argnums=(0, 1, 2, 3, 4)), mesh,
+                                x(dk), x(dk), x(dv), gates, gates)
+  return int(compiled.memory_analysis().temp_size_in_bytes)
+
+
+def memory_report(topology: str, lengths, b=1, h=4, dk=128, dv=128) -> list[dict]:
+  """The gated delta rule's gradient temporary memory against simple GLA's at the same shape
+  (target: at most 2x), one row per T, printed."""
+  rows = []
+  print(f"# gradient temporary memory, compiled deviceless for {topology}: B={b}, H={h}, "
+        f"K={dk}, V={dv}, bf16")
+  for t in lengths:
+    gla = gradient_temp_bytes("gla", topology, t, b, h, dk, dv)
+    delta = gradient_temp_bytes("delta", topology, t, b, h, dk, dv)
+    row = dict(topology=topology, t=t, gla_temp_mb=gla / 1e6, delta_temp_mb=delta / 1e6,
+               delta_over_gla=delta / max(gla, 1))
+    rows.append(row)
+    print(f"memory T={t:6d}  simple GLA {row['gla_temp_mb']:9.1f} MB  gated delta rule "
+          f"{row['delta_temp_mb']:9.1f} MB  ratio {row['delta_over_gla']:5.2f} (target <= 2)",
+          flush=True)
+  return rows
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(prog="python -m pallas_kernels.bench", description=__doc__.splitlines()[0])
   on_cpu = jax.default_backend() == "cpu"
@@ -187,7 +227,26 @@ def main(argv=None):
                  help="on CPU, also run the Pallas kernels interpreted (correctness, not speed)")
   p.add_argument("--peak", type=float, default=None, help="device peak FLOP/s (else looked up)")
   p.add_argument("--json", default=None, help="also write the rows to this file")
+  p.add_argument("--memory", metavar="TOPOLOGY", default=None,
+                 help="instead of timing: compile deviceless for TOPOLOGY (e.g. v5e:2x2, "
+                      "h100:1) and print the delta rule's vs simple GLA's gradient memory at "
+                      "--lengths (default 4096,16384), B=1, H=4, K=V=128, bf16")
   args = p.parse_args(argv)
+  if args.memory:
+    from pallas_kernels import targets
+    try:
+      targets.parse(args.memory)
+      reason = targets.missing(targets.platform(args.memory))
+    except targets.TargetError as e:
+      p.error(f"--memory: {e}")
+    if reason:
+      p.error(f"--memory: {reason}")
+    lengths = args.lengths if argv and "--lengths" in argv else [4096, 16384]
+    rows = memory_report(args.memory, lengths)
+    if args.json:
+      with open(args.json, "w") as f:
+        json.dump(rows, f, indent=1)
+    return rows
   ops = args.ops.split(",")
   unknown = sorted(set(ops) - {"swa", "gla", "delta"})
   if unknown:

@@ -109,3 +109,25 @@ def test_bad_arguments_are_rejected(bad):
     kwargs["implementation"] = "magic"
   with pytest.raises(ValueError):
     scan_api.simple_gla(q, k, v, g, **kwargs)
+
+
+def test_unit_lower_inverse_vjp_matches_autodiff_of_the_loop_and_keeps_only_the_inverse():
+  """The delta rule's (I + A)^-1 has a hand VJP (-T^T T-bar T^T on the strict lower
+  triangle): it must equal JAX's derivative of the forward-substitution loop, and its
+  residual must be T alone, not the loop's C carries."""
+  from pallas_kernels.delta_rule import xla as delta_xla
+  c = 16
+  ks = jax.random.split(jax.random.PRNGKey(7), 2)
+  a = jnp.tril(0.3 * jax.random.normal(ks[0], (2, 3, c, c)), -1)
+  t_bar = jax.random.normal(ks[1], (2, 3, c, c))
+  t, vjp = jax.vjp(delta_xla.unit_lower_inverse, a)
+  t_ref, vjp_ref = jax.vjp(delta_xla._forward_substitution, a)
+  np.testing.assert_allclose(t, np.linalg.inv(np.eye(c) + np.asarray(a)), rtol=1e-5, atol=1e-5)
+  (a_bar,), (a_bar_ref,) = vjp(t_bar), vjp_ref(t_bar)
+  _close(a_bar, jnp.tril(a_bar_ref, -1), 1e-5)
+  assert not np.any(np.triu(np.asarray(a_bar)))            # only A's support gets a cotangent
+  saved = sum(np.size(x) for x in jax.tree.leaves(
+      jax.vjp(delta_xla.unit_lower_inverse, a)[1]))
+  saved_loop = sum(np.size(x) for x in jax.tree.leaves(
+      jax.vjp(delta_xla._forward_substitution, a)[1]))
+  assert saved <= 2 * a.size < saved_loop

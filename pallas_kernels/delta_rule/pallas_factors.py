@@ -1,11 +1,15 @@
 """The WY factors of the gated delta rule in the layout of the shared state-scan kernels
 (``linear_scan.state_scan``): XLA, parallel over chunks, differentiated by JAX."""
 
+import functools
+
+import jax
 import jax.numpy as jnp
 
 from pallas_kernels.delta_rule import xla
 
 
+@functools.partial(jax.checkpoint, static_argnums=(5, 6))
 def kernel_factors(q, k, v, g, beta, scale, chunk):
   """(qd, kd, w, ut, aqk, gam), each [B, H, N*C, X] float32, with the scale folded into qd
   and aqk. (I + A)^-1 by forward substitution: the product form prod_j (I + (-A)^(2^j)) is

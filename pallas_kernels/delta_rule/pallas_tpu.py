@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from pallas_kernels.delta_rule.pallas_factors import kernel_factors
 from pallas_kernels.linear_scan import pallas_tpu, state_scan
 
-DEFAULT_CHUNK = 64
+DEFAULT_CHUNK = 128
 
 
 def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,

@@ -18,8 +18,8 @@ from pallas_kernels.linear_scan.xla import chunk_inputs, unchunk
 DEFAULT_CHUNK = 64
 
 
-def unit_lower_inverse(a_xCxC):
-  """(I + A)^-1 for strictly lower-triangular A, by forward substitution, one row at a time:
+def _forward_substitution(a_xCxC):
+  """(I + A)^-1 for strictly lower-triangular A, one row at a time:
   row i = e_i - A[i] (I + A)^-1 (only rows < i of the inverse are needed, and set).
 
   Plain matmuls in a loop rather than jax.scipy's solve_triangular: with it, the
@@ -33,6 +33,31 @@ def unit_lower_inverse(a_xCxC):
     return t_xCxC.at[..., i, :].set(new_row)
 
   return jax.lax.fori_loop(0, c, row, jnp.zeros_like(a_xCxC))
+
+
+@jax.custom_vjp
+def unit_lower_inverse(a_xCxC):
+  """T = (I + A)^-1 for strictly lower-triangular A (``_forward_substitution``).
+
+  Its own VJP: differentiating the loop would save all C of its carries (a [C, ..., C, C]
+  residual, most of the delta rule's gradient memory); from dT = -T dA T the cotangent is
+  A-bar = -T^T T-bar T^T, masked to the strict lower triangle (A's support), and only T is
+  kept."""
+  return _forward_substitution(a_xCxC)
+
+
+def _inverse_fwd(a_xCxC):
+  t_xCxC = _forward_substitution(a_xCxC)
+  return t_xCxC, t_xCxC
+
+
+def _inverse_bwd(t_xCxC, t_bar_xCxC):
+  t_T = jnp.swapaxes(t_xCxC, -1, -2)
+  a_bar = -(t_T @ t_bar_xCxC @ t_T)
+  return (jnp.tril(a_bar, -1),)
+
+
+unit_lower_inverse.defvjp(_inverse_fwd, _inverse_bwd)
 
 
 def wy_factors(q, k, v, g, beta, c, inverse=unit_lower_inverse):

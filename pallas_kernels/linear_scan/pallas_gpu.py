@@ -6,7 +6,8 @@ Grid (B, H): one program per head holds the state [K, V] and walks the chunks wi
 ``fori_loop`` (the backwards walk them in reverse carrying dS, reading the per-chunk states
 the forward saved). Triton wants power-of-2 tensors and matmul dims >= 16, so the wrappers
 zero-pad K, V and the chunk to such sizes, which leaves the recurrence unchanged. The
-per-chunk math is ``state_scan``'s, shared with the TPU kernels.
+per-chunk math is ``state_scan``'s, shared with the TPU kernels; one forward and one
+backward kernel body serve both scans (``_scan_fwd_kernel``, ``_scan_bwd_kernel``).
 """
 
 import functools
@@ -16,6 +17,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltr
 
+from pallas_kernels import costs
 from pallas_kernels.linear_scan import state_scan
 
 DEFAULT_CHUNK = 64
@@ -35,20 +37,59 @@ def _whole(rows, cols):
   return pl.BlockSpec((None, None, rows, cols), lambda b, h: (b, h, 0, 0))
 
 
-def _fwd_kernel(n, chunk, qd_ref, kd_ref, w_ref, ut_ref, aqk_ref, gam_ref, s0_ref, o_ref,
-                states_ref, sfin_ref):
-  dk = qd_ref.shape[-1]
+def _scan_fwd_kernel(n, chunk, chunk_math, *refs):
+  """The forward of both scans: one program walks the chunks, saving each chunk's starting
+  state; ``chunk_math(i, rows, *input refs, S) -> (o, S')``."""
+  *in_refs, s0_ref, o_ref, states_ref, sfin_ref = refs
+  dk = s0_ref.shape[0]
 
   def step(i, s):
     rows = pl.ds(i * chunk, chunk)
     states_ref[pl.ds(i * dk, dk), :] = s
-    o, s_new = state_scan.chunk_forward(
-        qd_ref[rows, :], kd_ref[rows, :], w_ref[rows, :], ut_ref[rows, :], aqk_ref[rows, :],
-        gam_ref[pl.ds(i * chunk, 1), :], s)
+    o, s_new = chunk_math(i, rows, *in_refs, s)
     o_ref[rows, :] = o
     return s_new
 
   sfin_ref[...] = jax.lax.fori_loop(0, n, step, s0_ref[...])
+
+
+def _scan_bwd_kernel(n, chunk, n_in, chunk_math, store, *refs):
+  """The backward of both scans, chunks in reverse carrying dS:
+  ``chunk_math(i, rows, *input refs but the last, dS') -> (*cotangents, dS)``, written by
+  ``store(i, rows, output refs, cotangents)``."""
+  in_refs, out_refs, ds0_ref = refs[:n_in], refs[n_in:-1], refs[-1]
+
+  def step(j, ds_next):
+    i = n - 1 - j
+    rows = pl.ds(i * chunk, chunk)
+    *cts, ds = chunk_math(i, rows, *in_refs[:-1], ds_next)
+    store(i, rows, out_refs, cts)
+    return ds
+
+  ds0_ref[...] = jax.lax.fori_loop(0, n, step, in_refs[-1][...])
+
+
+def _call(kernel, name, b, h, in_specs, out_specs, out_shape, cost, interpret):
+  return pl.pallas_call(kernel, grid=(b, h), in_specs=in_specs, out_specs=out_specs,
+                        out_shape=out_shape, compiler_params=_PARAMS, cost_estimate=cost,
+                        name=name, interpret=interpret)
+
+
+def _state_chunk_forward(chunk, i, rows, qd, kd, w, ut, aqk, gam, s):
+  return state_scan.chunk_forward(qd[rows, :], kd[rows, :], w[rows, :], ut[rows, :],
+                                  aqk[rows, :], gam[pl.ds(i * chunk, 1), :], s)
+
+
+def _state_chunk_backward(chunk, i, rows, qd, kd, w, ut, aqk, gam, states, do, ds_next):
+  dk = qd.shape[-1]
+  return state_scan.chunk_backward(
+      qd[rows, :], kd[rows, :], w[rows, :], ut[rows, :], aqk[rows, :],
+      gam[pl.ds(i * chunk, 1), :], states[pl.ds(i * dk, dk), :], do[rows, :], ds_next)
+
+
+def _store_rows(chunk, i, rows, refs, cts):
+  for ref, ct in zip(refs, cts):
+    ref[rows, :] = jnp.broadcast_to(ct, (chunk, ref.shape[-1]))
 
 
 def forward(interpret, qd, kd, w, ut, aqk, gam, s0, chunk):
@@ -56,39 +97,15 @@ def forward(interpret, qd, kd, w, ut, aqk, gam, s0, chunk):
   dv, n = ut.shape[-1], tp // chunk
   f32 = jnp.float32
   ins = [_whole(tp, dk)] * 3 + [_whole(tp, dv), _whole(tp, chunk), _whole(tp, 1), _whole(dk, dv)]
-  return pl.pallas_call(
-      functools.partial(_fwd_kernel, n, chunk),
-      grid=(b, h),
-      in_specs=ins,
-      out_specs=[_whole(tp, dv), _whole(n * dk, dv), _whole(dk, dv)],
-      out_shape=[jax.ShapeDtypeStruct((b, h, tp, dv), f32),
-                 jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
-                 jax.ShapeDtypeStruct((b, h, dk, dv), f32)],
-      compiler_params=_PARAMS,
-      interpret=interpret,
-  )(qd, kd, w, ut, aqk, gam, s0)
-
-
-def _bwd_kernel(n, chunk, qd_ref, kd_ref, w_ref, ut_ref, aqk_ref, gam_ref, states_ref, do_ref,
-                dsfin_ref, dqd_ref, dkd_ref, dw_ref, dut_ref, daqk_ref, dgam_ref, ds0_ref):
-  dk = qd_ref.shape[-1]
-
-  def step(j, ds_next):
-    i = n - 1 - j
-    rows = pl.ds(i * chunk, chunk)
-    dqd, dkd, dw, dut, daqk, dgam, ds = state_scan.chunk_backward(
-        qd_ref[rows, :], kd_ref[rows, :], w_ref[rows, :], ut_ref[rows, :], aqk_ref[rows, :],
-        gam_ref[pl.ds(i * chunk, 1), :],
-        states_ref[pl.ds(i * dk, dk), :], do_ref[rows, :], ds_next)
-    dqd_ref[rows, :] = dqd
-    dkd_ref[rows, :] = dkd
-    dw_ref[rows, :] = dw
-    dut_ref[rows, :] = dut
-    daqk_ref[rows, :] = daqk
-    dgam_ref[rows, :] = jnp.broadcast_to(dgam, (chunk, 1))
-    return ds
-
-  ds0_ref[...] = jax.lax.fori_loop(0, n, step, dsfin_ref[...])
+  out_shape = [jax.ShapeDtypeStruct((b, h, tp, dv), f32),
+               jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
+               jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  args = (qd, kd, w, ut, aqk, gam, s0)
+  cost = costs.estimate(costs.scan_flops(b, h, tp, chunk, dk, dv, True), 0, args, out_shape)
+  math = functools.partial(_state_chunk_forward, chunk)
+  return _call(functools.partial(_scan_fwd_kernel, n, chunk, math), "scan_fwd_gpu", b, h, ins,
+               [_whole(tp, dv), _whole(n * dk, dv), _whole(dk, dv)], out_shape, cost,
+               interpret)(*args)
 
 
 def backward(interpret, qd, kd, w, ut, aqk, gam, states, do, ds_final, chunk):
@@ -97,16 +114,16 @@ def backward(interpret, qd, kd, w, ut, aqk, gam, states, do, ds_final, chunk):
   f32 = jnp.float32
   seq = [_whole(tp, dk)] * 3 + [_whole(tp, dv), _whole(tp, chunk), _whole(tp, 1)]
   shape = lambda d: jax.ShapeDtypeStruct((b, h, tp, d), f32)
-  outs = [shape(dk)] * 3 + [shape(dv), shape(chunk), shape(1)]
-  return tuple(pl.pallas_call(
-      functools.partial(_bwd_kernel, n, chunk),
-      grid=(b, h),
-      in_specs=seq + [_whole(n * dk, dv), _whole(tp, dv), _whole(dk, dv)],
-      out_specs=seq + [_whole(dk, dv)],
-      out_shape=outs + [jax.ShapeDtypeStruct((b, h, dk, dv), f32)],
-      compiler_params=_PARAMS,
-      interpret=interpret,
-  )(qd, kd, w, ut, aqk, gam, states, do, ds_final))
+  outs = [shape(dk)] * 3 + [shape(dv), shape(chunk), shape(1),
+                            jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  args = (qd, kd, w, ut, aqk, gam, states, do, ds_final)
+  cost = costs.estimate(2 * costs.scan_flops(b, h, tp, chunk, dk, dv, True), 0, args, outs)
+  kernel = functools.partial(_scan_bwd_kernel, n, chunk, len(args),
+                             functools.partial(_state_chunk_backward, chunk),
+                             functools.partial(_store_rows, chunk))
+  return tuple(_call(kernel, "scan_bwd_gpu", b, h,
+                     seq + [_whole(n * dk, dv), _whole(tp, dv), _whole(dk, dv)],
+                     seq + [_whole(dk, dv)], outs, cost, interpret)(*args))
 
 
 @functools.lru_cache(maxsize=None)
@@ -121,59 +138,44 @@ def last_b(bc_ref, i, chunk):
   return bc_ref[pl.ds(i * chunk + chunk - 1, 1), :]
 
 
-def _gla_fwd_kernel(n, chunk, scale, q_ref, k_ref, v_ref, bc_ref, br_ref, s0_ref, o_ref,
-                    states_ref, sfin_ref):
-  dk = q_ref.shape[-1]
+def _gla_chunk_forward(chunk, scale, i, rows, q, k, v, bc, br, s):
+  return state_scan.gla_chunk_forward(q[rows, :], k[rows, :], v[rows, :], bc[rows, :],
+                                      br[pl.ds(i, 1), :], last_b(bc, i, chunk), s, scale)
 
-  def step(i, s):
-    rows = pl.ds(i * chunk, chunk)
-    states_ref[pl.ds(i * dk, dk), :] = s
-    o, s_new = state_scan.gla_chunk_forward(
-        q_ref[rows, :], k_ref[rows, :], v_ref[rows, :], bc_ref[rows, :], br_ref[pl.ds(i, 1), :],
-        last_b(bc_ref, i, chunk), s, scale)
-    o_ref[rows, :] = o
-    return s_new
 
-  sfin_ref[...] = jax.lax.fori_loop(0, n, step, s0_ref[...])
+def _gla_chunk_backward(chunk, scale, i, rows, q, k, v, bc, br, states, do, ds_next):
+  dk = q.shape[-1]
+  return state_scan.gla_chunk_backward(
+      q[rows, :], k[rows, :], v[rows, :], bc[rows, :], br[pl.ds(i, 1), :], last_b(bc, i, chunk),
+      states[pl.ds(i * dk, dk), :], do[rows, :], ds_next, scale)
+
+
+def _gla_store(chunk, i, rows, refs, cts):
+  """dq, dk, dv, db_col by rows; db_row is one row per chunk."""
+  _store_rows(chunk, i, rows, refs[:4], cts[:4])
+  refs[4][pl.ds(i, 1), :] = cts[4]
+
+
+def _gla_transcendentals(b, h, tp, chunk):
+  return b * h * (tp // chunk) * (chunk * chunk + 2 * chunk + 1)
 
 
 def gla_forward(interpret, q, k, v, b_col, b_row, s0, chunk, scale):
   b, h, tp, dk = q.shape
   dv, n = v.shape[-1], tp // chunk
   f32 = jnp.float32
-  return pl.pallas_call(
-      functools.partial(_gla_fwd_kernel, n, chunk, scale),
-      grid=(b, h),
-      in_specs=[_whole(tp, dk), _whole(tp, dk), _whole(tp, dv), _whole(tp, 1), _whole(n, chunk),
+  out_shape = [jax.ShapeDtypeStruct((b, h, tp, dv), f32),
+               jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
+               jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  args = (q, k, v, b_col, b_row, s0)
+  cost = costs.estimate(costs.scan_flops(b, h, tp, chunk, dk, dv, False),
+                        _gla_transcendentals(b, h, tp, chunk), args, out_shape)
+  math = functools.partial(_gla_chunk_forward, chunk, scale)
+  return _call(functools.partial(_scan_fwd_kernel, n, chunk, math), "gla_fwd_gpu", b, h,
+               [_whole(tp, dk), _whole(tp, dk), _whole(tp, dv), _whole(tp, 1), _whole(n, chunk),
                 _whole(dk, dv)],
-      out_specs=[_whole(tp, dv), _whole(n * dk, dv), _whole(dk, dv)],
-      out_shape=[jax.ShapeDtypeStruct((b, h, tp, dv), f32),
-                 jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
-                 jax.ShapeDtypeStruct((b, h, dk, dv), f32)],
-      compiler_params=_PARAMS,
-      interpret=interpret,
-  )(q, k, v, b_col, b_row, s0)
-
-
-def _gla_bwd_kernel(n, chunk, scale, q_ref, k_ref, v_ref, bc_ref, br_ref, states_ref, do_ref,
-                    dsfin_ref, dq_ref, dk_ref, dv_ref, dbc_ref, dbr_ref, ds0_ref):
-  dk = q_ref.shape[-1]
-
-  def step(j, ds_next):
-    i = n - 1 - j
-    rows = pl.ds(i * chunk, chunk)
-    dq, dk_, dv, db_col, db_row, ds = state_scan.gla_chunk_backward(
-        q_ref[rows, :], k_ref[rows, :], v_ref[rows, :], bc_ref[rows, :], br_ref[pl.ds(i, 1), :],
-        last_b(bc_ref, i, chunk), states_ref[pl.ds(i * dk, dk), :], do_ref[rows, :], ds_next,
-        scale)
-    dq_ref[rows, :] = dq
-    dk_ref[rows, :] = dk_
-    dv_ref[rows, :] = dv
-    dbc_ref[rows, :] = db_col
-    dbr_ref[pl.ds(i, 1), :] = db_row
-    return ds
-
-  ds0_ref[...] = jax.lax.fori_loop(0, n, step, dsfin_ref[...])
+               [_whole(tp, dv), _whole(n * dk, dv), _whole(dk, dv)], out_shape, cost,
+               interpret)(*args)
 
 
 def gla_backward(interpret, q, k, v, b_col, b_row, states, do, ds_final, chunk, scale):
@@ -182,17 +184,17 @@ def gla_backward(interpret, q, k, v, b_col, b_row, states, do, ds_final, chunk, 
   f32 = jnp.float32
   seq = [_whole(tp, dk), _whole(tp, dk), _whole(tp, dv), _whole(tp, 1), _whole(n, chunk)]
   shape = lambda d: jax.ShapeDtypeStruct((b, h, tp, d), f32)
-  return tuple(pl.pallas_call(
-      functools.partial(_gla_bwd_kernel, n, chunk, scale),
-      grid=(b, h),
-      in_specs=seq + [_whole(n * dk, dv), _whole(tp, dv), _whole(dk, dv)],
-      out_specs=seq + [_whole(dk, dv)],
-      out_shape=[shape(dk), shape(dk), shape(dv), shape(1),
-                 jax.ShapeDtypeStruct((b, h, n, chunk), f32),
-                 jax.ShapeDtypeStruct((b, h, dk, dv), f32)],
-      compiler_params=_PARAMS,
-      interpret=interpret,
-  )(q, k, v, b_col, b_row, states, do, ds_final))
+  outs = [shape(dk), shape(dk), shape(dv), shape(1), jax.ShapeDtypeStruct((b, h, n, chunk), f32),
+          jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  args = (q, k, v, b_col, b_row, states, do, ds_final)
+  cost = costs.estimate(2 * costs.scan_flops(b, h, tp, chunk, dk, dv, False),
+                        _gla_transcendentals(b, h, tp, chunk), args, outs)
+  kernel = functools.partial(_scan_bwd_kernel, n, chunk, len(args),
+                             functools.partial(_gla_chunk_backward, chunk, scale),
+                             functools.partial(_gla_store, chunk))
+  return tuple(_call(kernel, "gla_bwd_gpu", b, h,
+                     seq + [_whole(n * dk, dv), _whole(tp, dv), _whole(dk, dv)],
+                     seq + [_whole(dk, dv)], outs, cost, interpret)(*args))
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,7 +4,9 @@ over precomputed WY factors (``forward``/``backward``, used by ``delta_rule.pall
 Grid (B, H, N chunks): B and H "parallel", the chunk axis "arbitrary" (sequential on a core)
 with the state [K, V] carried in a VMEM scratch. The backwards walk the chunks in reverse
 (index maps n -> N-1-n) carrying dS, and read the per-chunk states the forward saved.
-The per-chunk math is ``state_scan``'s, shared with the GPU kernels.
+The per-chunk math is ``state_scan``'s, shared with the GPU kernels; one forward and one
+backward kernel body (``_scan_fwd_kernel``, ``_scan_bwd_kernel``) serve both scans, which
+differ only in that per-chunk math and their operands.
 """
 
 import functools
@@ -14,6 +16,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+from pallas_kernels import costs
 from pallas_kernels.linear_scan import state_scan
 
 DEFAULT_CHUNK = 128
@@ -32,8 +35,10 @@ def _specs(chunk, dk, dv, n, reverse=False):
   return [blk(dk), blk(dk), blk(dk), blk(dv), blk(chunk), blk(1)], blk
 
 
-def _fwd_kernel(n, qd_ref, kd_ref, w_ref, ut_ref, aqk_ref, gam_ref, s0_ref, o_ref, states_ref,
-                sfin_ref, s_scr):
+def _scan_fwd_kernel(n, chunk_math, *refs):
+  """The forward of both scans: S from s0 (chunk 0) or the scratch, save it, one chunk of
+  ``chunk_math(*input refs, S) -> (o, S')``, the final state at the last chunk."""
+  *in_refs, s0_ref, o_ref, states_ref, sfin_ref, s_scr = refs
   i = pl.program_id(2)
 
   @pl.when(i == 0)
@@ -42,8 +47,7 @@ def _fwd_kernel(n, qd_ref, kd_ref, w_ref, ut_ref, aqk_ref, gam_ref, s0_ref, o_re
 
   s = s_scr[...]
   states_ref[...] = s
-  o, s_new = state_scan.chunk_forward(qd_ref[...], kd_ref[...], w_ref[...], ut_ref[...],
-                                      aqk_ref[...], gam_ref[0:1, :], s)
+  o, s_new = chunk_math(*in_refs, s)
   o_ref[...] = o
   s_scr[...] = s_new
 
@@ -52,45 +56,59 @@ def _fwd_kernel(n, qd_ref, kd_ref, w_ref, ut_ref, aqk_ref, gam_ref, s0_ref, o_re
     sfin_ref[...] = s_new
 
 
+def _scan_bwd_kernel(n, n_in, chunk_math, *refs):
+  """The backward of both scans, chunks in reverse: dS from the final state's cotangent
+  (first step) or the scratch, ``chunk_math(*input refs, dS') -> (*cotangents, dS)`` with one
+  cotangent per output ref but the last, dS0 at the last step."""
+  in_refs, out_refs = refs[:n_in], refs[n_in:-2]
+  ds0_ref, ds_scr = refs[-2:]
+  i = pl.program_id(2)
+
+  @pl.when(i == 0)
+  def _():
+    ds_scr[...] = in_refs[-1][...]
+
+  *cts, ds = chunk_math(*in_refs[:-1], ds_scr[...])
+  for ref, ct in zip(out_refs, cts):
+    ref[...] = jnp.broadcast_to(ct, ref.shape)
+  ds_scr[...] = ds
+
+  @pl.when(i == n - 1)
+  def _():
+    ds0_ref[...] = ds
+
+
+def _call(kernel, name, grid, in_specs, out_specs, out_shape, dk, dv, cost, interpret):
+  return pl.pallas_call(
+      kernel, grid=grid, in_specs=in_specs, out_specs=out_specs, out_shape=out_shape,
+      scratch_shapes=[pltpu.VMEM((dk, dv), jnp.float32)], compiler_params=_SEMANTICS,
+      cost_estimate=cost, name=name, interpret=interpret)
+
+
+def _state_chunk_forward(qd, kd, w, ut, aqk, gam, s):
+  return state_scan.chunk_forward(qd[...], kd[...], w[...], ut[...], aqk[...], gam[0:1, :], s)
+
+
+def _state_chunk_backward(qd, kd, w, ut, aqk, gam, states, do, ds):
+  return state_scan.chunk_backward(qd[...], kd[...], w[...], ut[...], aqk[...], gam[0:1, :],
+                                   states[...], do[...], ds)
+
+
 def forward(interpret, qd, kd, w, ut, aqk, gam, s0, chunk):
   b, h, tp, dk = qd.shape
   dv, n = ut.shape[-1], tp // chunk
   specs, blk = _specs(chunk, dk, dv, n)
   state_spec = pl.BlockSpec((None, None, dk, dv), lambda b, h, i: (b, h, 0, 0))
   f32 = jnp.float32
-  return pl.pallas_call(
-      functools.partial(_fwd_kernel, n),
-      grid=(b, h, n),
-      in_specs=specs + [state_spec],
-      out_specs=[blk(dv), pl.BlockSpec((None, None, dk, dv), lambda b, h, i: (b, h, i, 0)),
-                 state_spec],
-      out_shape=[jax.ShapeDtypeStruct((b, h, tp, dv), f32),
-                 jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
-                 jax.ShapeDtypeStruct((b, h, dk, dv), f32)],
-      scratch_shapes=[pltpu.VMEM((dk, dv), f32)],
-      compiler_params=_SEMANTICS,
-      interpret=interpret,
-  )(qd, kd, w, ut, aqk, gam, s0)
-
-
-def _bwd_kernel(n, qd_ref, kd_ref, w_ref, ut_ref, aqk_ref, gam_ref, states_ref, do_ref, dsfin_ref,
-                dqd_ref, dkd_ref, dw_ref, dut_ref, daqk_ref, dgam_ref, ds0_ref, ds_scr):
-  i = pl.program_id(2)
-
-  @pl.when(i == 0)
-  def _():
-    ds_scr[...] = dsfin_ref[...]
-
-  dqd, dkd, dw, dut, daqk, dgam, ds = state_scan.chunk_backward(
-      qd_ref[...], kd_ref[...], w_ref[...], ut_ref[...], aqk_ref[...], gam_ref[0:1, :],
-      states_ref[...], do_ref[...], ds_scr[...])
-  dqd_ref[...], dkd_ref[...], dw_ref[...], dut_ref[...], daqk_ref[...] = dqd, dkd, dw, dut, daqk
-  dgam_ref[...] = jnp.broadcast_to(dgam, dgam_ref.shape)
-  ds_scr[...] = ds
-
-  @pl.when(i == n - 1)
-  def _():
-    ds0_ref[...] = ds
+  out_shape = [jax.ShapeDtypeStruct((b, h, tp, dv), f32),
+               jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
+               jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  ins = (qd, kd, w, ut, aqk, gam, s0)
+  cost = costs.estimate(costs.scan_flops(b, h, tp, chunk, dk, dv, True), 0, ins, out_shape)
+  return _call(functools.partial(_scan_fwd_kernel, n, _state_chunk_forward), "scan_fwd_tpu",
+               (b, h, n), specs + [state_spec],
+               [blk(dv), pl.BlockSpec((None, None, dk, dv), lambda b, h, i: (b, h, i, 0)),
+                state_spec], out_shape, dk, dv, cost, interpret)(*ins)
 
 
 def backward(interpret, qd, kd, w, ut, aqk, gam, states, do, ds_final, chunk):
@@ -101,17 +119,13 @@ def backward(interpret, qd, kd, w, ut, aqk, gam, states, do, ds_final, chunk):
   final = pl.BlockSpec((None, None, dk, dv), lambda b, h, i: (b, h, 0, 0))
   f32 = jnp.float32
   seq = lambda d: jax.ShapeDtypeStruct((b, h, tp, d), f32)
-  outs = [seq(dk), seq(dk), seq(dk), seq(dv), seq(chunk), seq(1)]
-  return tuple(pl.pallas_call(
-      functools.partial(_bwd_kernel, n),
-      grid=(b, h, n),
-      in_specs=specs + [state_at, blk(dv), final],
-      out_specs=specs + [final],
-      out_shape=outs + [jax.ShapeDtypeStruct((b, h, dk, dv), f32)],
-      scratch_shapes=[pltpu.VMEM((dk, dv), f32)],
-      compiler_params=_SEMANTICS,
-      interpret=interpret,
-  )(qd, kd, w, ut, aqk, gam, states, do, ds_final))
+  outs = [seq(dk), seq(dk), seq(dk), seq(dv), seq(chunk), seq(1),
+          jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  ins = (qd, kd, w, ut, aqk, gam, states, do, ds_final)
+  cost = costs.estimate(2 * costs.scan_flops(b, h, tp, chunk, dk, dv, True), 0, ins, outs)
+  return tuple(_call(functools.partial(_scan_bwd_kernel, n, len(ins), _state_chunk_backward),
+                     "scan_bwd_tpu", (b, h, n), specs + [state_at, blk(dv), final],
+                     specs + [final], outs, dk, dv, cost, interpret)(*ins))
 
 
 @functools.lru_cache(maxsize=None)
@@ -119,26 +133,6 @@ def kernels(interpret):
   """(forward, backward) for one interpret setting; cached so that custom_vjp's static
   argument is the same object on every call (jit cache hits)."""
   return functools.partial(forward, interpret), functools.partial(backward, interpret)
-
-
-def _gla_fwd_kernel(n, chunk, scale, q_ref, k_ref, v_ref, bc_ref, br_ref, s0_ref, o_ref, states_ref,
-                    sfin_ref, s_scr):
-  i = pl.program_id(2)
-
-  @pl.when(i == 0)
-  def _():
-    s_scr[...] = s0_ref[...]
-
-  s = s_scr[...]
-  states_ref[...] = s
-  o, s_new = state_scan.gla_chunk_forward(q_ref[...], k_ref[...], v_ref[...], bc_ref[...],
-                                          br_ref[...], bc_ref[chunk - 1:chunk, :], s, scale)
-  o_ref[...] = o
-  s_scr[...] = s_new
-
-  @pl.when(i == n - 1)
-  def _():
-    sfin_ref[...] = s_new
 
 
 def _gla_specs(chunk, dk, dv, n, reverse=False):
@@ -152,43 +146,26 @@ def _gla_specs(chunk, dk, dv, n, reverse=False):
   return [blk(dk), blk(dk), blk(dv), blk(1), row], state, states, blk
 
 
+def _gla_transcendentals(b, h, tp, chunk):
+  return b * h * (tp // chunk) * (chunk * chunk + 2 * chunk + 1)
+
+
 def gla_forward(interpret, q, k, v, b_col, b_row, s0, chunk, scale):
   b, h, tp, dk = q.shape
   dv, n = v.shape[-1], tp // chunk
   ins, state, states, blk = _gla_specs(chunk, dk, dv, n)
   f32 = jnp.float32
-  return pl.pallas_call(
-      functools.partial(_gla_fwd_kernel, n, chunk, scale),
-      grid=(b, h, n),
-      in_specs=ins + [state],
-      out_specs=[blk(dv), states, state],
-      out_shape=[jax.ShapeDtypeStruct((b, h, tp, dv), f32),
-                 jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
-                 jax.ShapeDtypeStruct((b, h, dk, dv), f32)],
-      scratch_shapes=[pltpu.VMEM((dk, dv), f32)],
-      compiler_params=_SEMANTICS,
-      interpret=interpret,
-  )(q, k, v, b_col, b_row.reshape(b, h, n, 1, chunk), s0)
-
-
-def _gla_bwd_kernel(n, chunk, scale, q_ref, k_ref, v_ref, bc_ref, br_ref, states_ref, do_ref,
-                    dsfin_ref, dq_ref, dk_ref, dv_ref, dbc_ref, dbr_ref, ds0_ref, ds_scr):
-  i = pl.program_id(2)
-
-  @pl.when(i == 0)
-  def _():
-    ds_scr[...] = dsfin_ref[...]
-
-  dq, dk, dv, db_col, db_row, ds = state_scan.gla_chunk_backward(
-      q_ref[...], k_ref[...], v_ref[...], bc_ref[...], br_ref[...], bc_ref[chunk - 1:chunk, :],
-      states_ref[...],
-      do_ref[...], ds_scr[...], scale)
-  dq_ref[...], dk_ref[...], dv_ref[...], dbc_ref[...], dbr_ref[...] = dq, dk, dv, db_col, db_row
-  ds_scr[...] = ds
-
-  @pl.when(i == n - 1)
-  def _():
-    ds0_ref[...] = ds
+  out_shape = [jax.ShapeDtypeStruct((b, h, tp, dv), f32),
+               jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
+               jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  args = (q, k, v, b_col, b_row.reshape(b, h, n, 1, chunk), s0)
+  cost = costs.estimate(costs.scan_flops(b, h, tp, chunk, dk, dv, False),
+                        _gla_transcendentals(b, h, tp, chunk), args, out_shape)
+  math = lambda q, k, v, bc, br, s: state_scan.gla_chunk_forward(
+      q[...], k[...], v[...], bc[...], br[...], bc[chunk - 1:chunk, :], s, scale)
+  return _call(functools.partial(_scan_fwd_kernel, n, math), "gla_fwd_tpu", (b, h, n),
+               ins + [state], [blk(dv), states, state], out_shape, dk, dv, cost,
+               interpret)(*args)
 
 
 def gla_backward(interpret, q, k, v, b_col, b_row, states, do, ds_final, chunk, scale):
@@ -197,18 +174,18 @@ def gla_backward(interpret, q, k, v, b_col, b_row, states, do, ds_final, chunk, 
   ins, state, states_spec, blk = _gla_specs(chunk, dk, dv, n, reverse=True)
   f32 = jnp.float32
   seq = lambda d: jax.ShapeDtypeStruct((b, h, tp, d), f32)
-  dq, dk_, dv_, db_col, db_row, ds0 = pl.pallas_call(
-      functools.partial(_gla_bwd_kernel, n, chunk, scale),
-      grid=(b, h, n),
-      in_specs=ins + [states_spec, blk(dv), state],
-      out_specs=ins + [state],
-      out_shape=[seq(dk), seq(dk), seq(dv), seq(1),
-                 jax.ShapeDtypeStruct((b, h, n, 1, chunk), f32),
-                 jax.ShapeDtypeStruct((b, h, dk, dv), f32)],
-      scratch_shapes=[pltpu.VMEM((dk, dv), f32)],
-      compiler_params=_SEMANTICS,
-      interpret=interpret,
-  )(q, k, v, b_col, b_row.reshape(b, h, n, 1, chunk), states, do, ds_final)
+  outs = [seq(dk), seq(dk), seq(dv), seq(1), jax.ShapeDtypeStruct((b, h, n, 1, chunk), f32),
+          jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  args = (q, k, v, b_col, b_row.reshape(b, h, n, 1, chunk), states, do, ds_final)
+  cost = costs.estimate(2 * costs.scan_flops(b, h, tp, chunk, dk, dv, False),
+                        _gla_transcendentals(b, h, tp, chunk), args, outs)
+  math = lambda q, k, v, bc, br, st, do, ds: state_scan.gla_chunk_backward(
+      q[...], k[...], v[...], bc[...], br[...], bc[chunk - 1:chunk, :], st[...], do[...], ds,
+      scale)
+  dq, dk_, dv_, db_col, db_row, ds0 = _call(
+      functools.partial(_scan_bwd_kernel, n, len(args), math), "gla_bwd_tpu", (b, h, n),
+      ins + [states_spec, blk(dv), state], ins + [state], outs, dk, dv, cost,
+      interpret)(*args)
   return dq, dk_, dv_, db_col, db_row.reshape(b_row.shape), ds0
 
 

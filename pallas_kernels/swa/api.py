@@ -36,8 +36,8 @@ def sliding_window_attention(q, k, v, *, window: int, scale: float | None = None
   q: [B, T, H, D]; k, v: [B, T, H_kv, D] with H_kv dividing H. ``window >= T`` is full
   causal attention. Returns [B, T, H, D] in q's dtype.
   ``implementation``: "reference" (dense masked, O(T^2)), "xla" (blockwise, O(T*w)),
-  "pallas_tpu" / "pallas_gpu" (flash kernels, O(T*w)) or "auto" (see ``dispatch.resolve``:
-  the current accelerator's kernel, XLA on CPU). ``block_size``: query/key block of the
+  "pallas_tpu" / "pallas_gpu" (flash kernels, O(T*w)) or "auto" (see ``dispatch``: the kernel
+  of the target platform, XLA for CPU; Pallas runs per device under a mesh in context). ``block_size``: query/key block of the
   blockwise paths (None: a per-backend default). ``interpret``: for the Pallas paths, None
   (interpret exactly on CPU), a bool, or a ``pltpu.InterpretParams`` (pallas_tpu only).
   """
@@ -47,5 +47,6 @@ def sliding_window_attention(q, k, v, *, window: int, scale: float | None = None
     return reference.sliding_window_attention(q, k, v, window=window, scale=scale)
   if implementation == "xla":
     return xla.sliding_window_attention(q, k, v, window=window, scale=scale, block_size=block_size)
-  return _PALLAS[implementation].sliding_window_attention(
+  kernel = lambda q, k, v: _PALLAS[implementation].sliding_window_attention(
       q, k, v, window=window, scale=scale, block_size=block_size, interpret=interpreted)
+  return dispatch.per_device(kernel, q, k, v)

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from pallas_kernels import costs
 from pallas_kernels.swa import common
 
 DEFAULT_BLOCK = 64
@@ -125,6 +126,11 @@ def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, c, interpret):
   static = dict(scale=scale, window=window, t=t, c=c, n_back=n_back)
   params = dict(interpret=interpret, compiler_params=_compiler_params(d))
   grid = (b, h, n_q)
+  # Model FLOPs over the band of the unpadded T (costs module); exp per scored pair.
+  cost = lambda backward, ins, outs: costs.estimate(
+      costs.attention_flops(b, h, t, window, d, backward), costs.band_pairs(t, window) * b * h,
+      ins, outs)
+  lse_shape = jax.ShapeDtypeStruct((b, h, t_pad), jnp.float32)
   block = pl.BlockSpec((None, c, None, d), lambda b_, h_, i: (b_, i, h_, 0))
   whole_q = pl.BlockSpec((None, t_pad, None, d), lambda b_, h_, i: (b_, 0, h_, 0))
   whole_kv = pl.BlockSpec((None, t_pad, None, d), lambda b_, h_, i: (b_, 0, jax.lax.div(h_, g), 0))
@@ -138,7 +144,8 @@ def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, c, interpret):
         grid=grid, in_specs=[block, whole_kv, whole_kv], out_specs=[block, row],
         out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype),
                    jax.ShapeDtypeStruct((b, h, t_pad), jnp.float32)],
-        name="swa_fwd_gpu", **params)(q, k, v)
+        name="swa_fwd_gpu", cost_estimate=cost(False, (q, k, v), (q, lse_shape)),
+        **params)(q, k, v)
 
   def backward(q, k, v, o, lse, do):
     delta = jnp.einsum("bthd,bthd->bht", do.astype(jnp.float32), o.astype(jnp.float32))
@@ -146,13 +153,16 @@ def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, c, interpret):
         functools.partial(_dq_kernel, **static),
         grid=grid, in_specs=[block, whole_kv, whole_kv, block, row, row],
         out_specs=block, out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
-        name="swa_dq_gpu", **params)(q, k, v, do, lse, delta)
+        name="swa_dq_gpu", cost_estimate=cost(True, (q, k, v, do, lse, delta), (q,)),
+        **params)(q, k, v, do, lse, delta)
     per_head = jax.ShapeDtypeStruct(q.shape, jnp.float32)
     dk_h, dv_h = pl.pallas_call(
         functools.partial(_dkv_kernel, n_q=n_q, **static),
         grid=grid, in_specs=[whole_q, block_kv, block_kv, whole_q, whole_row, whole_row],
         out_specs=[block, block], out_shape=[per_head, per_head],
-        name="swa_dkv_gpu", **params)(q, k, v, do, lse, delta)
+        name="swa_dkv_gpu",
+        cost_estimate=cost(True, (q, k, v, do, lse, delta), (per_head, per_head)),
+        **params)(q, k, v, do, lse, delta)
     group_sum = lambda x, like: x.reshape(b, t_pad, n_kv, g, d).sum(3).astype(like.dtype)
     return dq, group_sum(dk_h, k), group_sum(dv_h, v)
 

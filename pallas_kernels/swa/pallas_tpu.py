@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+from pallas_kernels import costs
 from pallas_kernels.swa import common
 
 DEFAULT_BLOCK = 128
@@ -148,6 +149,11 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
       (None, None, c, dd),
       lambda b_, h_, i, j: (b_, jax.lax.div(h_, g), jnp.maximum(i - n_back + j, 0), 0))
   grid = (b, h, n_q, n_back + 1)
+  lse_shape = jax.ShapeDtypeStruct((b, h, t_pad, 1), jnp.float32)
+  # Model FLOPs over the band of the unpadded T (costs module); exp per scored pair.
+  cost = lambda backward, ins, outs: costs.estimate(
+      costs.attention_flops(b, h, t, window, d, backward), costs.band_pairs(t, window) * b * h,
+      ins, outs)
 
   def forward(q, k, v):
     return pl.pallas_call(
@@ -157,7 +163,8 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
                    jax.ShapeDtypeStruct((b, h, t_pad, 1), jnp.float32)],
         scratch_shapes=[pltpu.VMEM((c, 1), jnp.float32), pltpu.VMEM((c, 1), jnp.float32),
                         pltpu.VMEM((c, d), jnp.float32)],
-        compiler_params=_compiler_params(3), name="swa_fwd_tpu", **params)(q, k, v)
+        compiler_params=_compiler_params(3), name="swa_fwd_tpu",
+        cost_estimate=cost(False, (q, k, v), (q, lse_shape)), **params)(q, k, v)
 
   def backward(q, k, v, o, lse, do):
     delta = jnp.sum(do.astype(jnp.float32) * o.astype(jnp.float32), axis=-1, keepdims=True)
@@ -166,7 +173,8 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
         grid=grid, in_specs=[row(d), band(d), band(d), row(d), row(1), row(1)],
         out_specs=row(d), out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
         scratch_shapes=[pltpu.VMEM((c, d), jnp.float32)],
-        compiler_params=_compiler_params(3), name="swa_dq_tpu", **params)(
+        compiler_params=_compiler_params(3), name="swa_dq_tpu",
+        cost_estimate=cost(True, (q, k, v, do, lse, delta), (q,)), **params)(
             q, k, v, do, lse, delta)
     n_band = n_back + 1
     # Grid (B, H_kv, key block, group * band): query head kh*g + r // n_band, query block
@@ -183,7 +191,8 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
         out_specs=[key, key],
         out_shape=[jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)],
         scratch_shapes=[pltpu.VMEM((c, d), jnp.float32), pltpu.VMEM((c, d), jnp.float32)],
-        compiler_params=_compiler_params(3), name="swa_dkv_tpu", **params)(
+        compiler_params=_compiler_params(3), name="swa_dkv_tpu",
+        cost_estimate=cost(True, (q, k, v, do, lse, delta), (k, v)), **params)(
             q, k, v, do, lse, delta)
     return dq, dk, dv
 

@@ -1,0 +1,202 @@
+"""The first thing to run on a GPU or TPU: ``python -m pallas_kernels.device_check``.
+
+One command, one JSON file (``--out``, default ``device_check_<platform>.json``):
+
+1. ``correctness``: every op with ``implementation="auto"`` (the compiled kernel of this
+   accelerator) against its XLA path, forward and every gradient, fp32 and bf16;
+2. ``timing``: forward+backward of every op at T = 2K..32K, the kernel against the XLA
+   path and, for sliding-window attention, ``jax.nn.dot_product_attention`` (cuDNN on GPU);
+3. ``training``: 20 steps of S1 SF, GF and MF with ``auto`` kernels (losses finite and
+   falling).
+
+On a CPU host it refuses with one line (the kernels only compile there: see
+``python -m pallas_kernels.bench --memory TOPOLOGY`` and tests/test_pallas_compile.py).
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pallas_kernels import bench, dispatch
+from pallas_kernels.delta_rule import api as delta_api
+from pallas_kernels.linear_scan import api as scan_api
+from pallas_kernels.swa import api as swa_api
+
+OPS = ("swa", "gla", "delta")
+TOLERANCE = {"float32": 2e-3, "bfloat16": 5e-2}   # relative to the XLA path's largest value
+
+
+def inputs(op, b, t, h, d, dtype, seed=0):
+  """Arguments of ``op`` ([B, T, H, D]; SWA with H / 2 kv heads), unit keys for the delta rule."""
+  ks = jax.random.split(jax.random.PRNGKey(seed), 5)
+  if op == "swa":
+    q = jax.random.normal(ks[0], (b, t, h, d), dtype)
+    k, v = (jax.random.normal(kk, (b, t, max(1, h // 2), d), dtype) for kk in ks[1:3])
+    return (q, k, v)
+  q, k, v = (jax.random.normal(kk, (b, t, h, d), jnp.float32) for kk in ks[:3])
+  k = k / jnp.linalg.norm(k, axis=-1, keepdims=True)
+  g = -jax.nn.softplus(jax.random.normal(ks[3], (b, t, h)))
+  beta = jax.nn.sigmoid(jax.random.normal(ks[4], (b, t, h)))
+  return (q.astype(dtype), k.astype(dtype), v.astype(dtype), g, beta)
+
+
+def op_fn(op, implementation, window=None, interpret=None):
+  """(*arrays) -> first output (o) of ``op`` with ``implementation``."""
+  if op == "swa":
+    return lambda q, k, v: swa_api.sliding_window_attention(
+        q, k, v, window=window, implementation=implementation, interpret=interpret)
+  if op == "gla":
+    return lambda q, k, v, g, beta: scan_api.simple_gla(
+        q, k, v, g, implementation=implementation, interpret=interpret)[0]
+  return lambda q, k, v, g, beta: delta_api.gated_delta_rule(
+      q, k, v, g, beta, implementation=implementation, interpret=interpret)[0]
+
+
+def max_relative_error(got, want) -> float:
+  got, want = (np.asarray(x, np.float32) for x in (got, want))
+  return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-6))
+
+
+def compare(op, implementation, args, window=None, interpret=None, baseline="xla") -> dict:
+  """Forward and every gradient (vjp of a fixed random cotangent) of ``implementation``
+  against ``baseline``: the worst relative error of each."""
+  ct = jax.random.normal(jax.random.PRNGKey(9), args[0].shape[:3] + (
+      args[2].shape[-1],), jnp.float32).astype(args[0].dtype)
+  results = {}
+  for impl in (implementation, baseline):
+    out, vjp = jax.vjp(op_fn(op, impl, window, interpret if impl == implementation else None),
+                       *args)
+    results[impl] = (out, vjp(ct))
+  out, grads = results[implementation]
+  want_out, want_grads = results[baseline]
+  row = dict(op=op, implementation=implementation, baseline=baseline,
+             dtype=str(args[0].dtype), shape=list(args[0].shape),
+             forward=max_relative_error(out, want_out),
+             gradients=[max_relative_error(g, w) for g, w in zip(grads, want_grads)])
+  row["ok"] = bool(max([row["forward"]] + row["gradients"]) <= TOLERANCE[row["dtype"]])
+  return row
+
+
+def time_op(op, args, window, implementations, reps) -> list[dict]:
+  """Forward and forward+backward milliseconds of each implementation (and, for SWA, of
+  ``jax.nn.dot_product_attention`` with the same window), with speedups against XLA."""
+  fns = {impl: op_fn(op, impl, window) for impl in implementations}
+  if op == "swa":
+    fns["jax.nn.dot_product_attention"] = lambda q, k, v: jax.nn.dot_product_attention(
+        q, k, v, is_causal=True, local_window_size=(window - 1, 0))
+  rows = []
+  for name, fn in fns.items():
+    try:
+      fwd, fwd_bwd = bench.fwd_and_fwd_bwd(fn, args, reps)
+      rows.append(dict(op=op, implementation=name, t=args[0].shape[1], window=window,
+                       fwd_ms=fwd * 1e3, fwd_bwd_ms=fwd_bwd * 1e3))
+    except Exception as e:          # a baseline this device lacks (e.g. cuDNN's window)
+      rows.append(dict(op=op, implementation=name, t=args[0].shape[1], window=window,
+                       error=f"{type(e).__name__}: {e}".splitlines()[0]))
+  xla = next((r for r in rows if r["implementation"] == "xla" and "error" not in r), None)
+  for r in rows:
+    if xla and "error" not in r:
+      r["fwd_bwd_speedup_vs_xla"] = xla["fwd_bwd_ms"] / r["fwd_bwd_ms"]
+  return rows
+
+
+def train_steps(pattern, steps, seq_len, batch, size="S1") -> dict:
+  """``steps`` training steps of ``pattern`` at ``size`` with the default (auto) kernels in a
+  temporary run directory: the losses, the run's status and its wall time."""
+  from hybrid_jax.configs.base import base_config
+  from hybrid_jax.train import loop
+  from hybrid_jax.train.rundir import RunDir
+  cfg = base_config()
+  cfg.model.size, cfg.model.pattern = size, pattern
+  cfg.data.seq_len, cfg.train.batch_size, cfg.train.steps = seq_len, batch, steps
+  cfg.train.warmup_steps = max(1, steps // 4)
+  cfg.train.log_every = 1
+  cfg.checkpoint.every = 10 * steps
+  cfg.eval.every = None
+  with tempfile.TemporaryDirectory(prefix="device_check_") as workdir:
+    t0 = time.perf_counter()
+    status = loop.train(cfg, workdir, progress=False) or {}
+    seconds = time.perf_counter() - t0
+    losses = [r["loss"] for r in RunDir(workdir, writer=False).read_metrics()]
+  ok = (status.get("state") == "done" and len(losses) == steps
+        and all(np.isfinite(losses)) and losses[-1] < losses[0])
+  return dict(pattern=pattern, size=size, steps=steps, seq_len=seq_len, batch=batch,
+              seconds=seconds, state=status.get("state"), losses=losses, ok=bool(ok))
+
+
+def write_json_atomically(path, payload):
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".device_check_", suffix=".json")
+  with os.fdopen(fd, "w") as f:
+    json.dump(payload, f, indent=1)
+  os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(prog="python -m pallas_kernels.device_check",
+                              description=__doc__.splitlines()[0])
+  p.add_argument("--out", default=None, help="JSON file (default device_check_<platform>.json)")
+  p.add_argument("--lengths", default="2048,4096,8192,16384,32768")
+  p.add_argument("--window", type=int, default=2048)
+  p.add_argument("--heads", type=int, default=8)
+  p.add_argument("--head-dim", type=int, default=128)
+  p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--steps", type=int, default=20)
+  p.add_argument("--train-seq-len", type=int, default=4096)
+  p.add_argument("--train-batch", type=int, default=8)
+  p.add_argument("--patterns", default="SF,GF,MF")
+  args = p.parse_args(argv)
+  platform = dispatch.target_platform()
+  if platform == "cpu":
+    print("device_check needs a GPU or TPU (this host's JAX backend is cpu); to compile for "
+          "one from here: python -m pallas_kernels.bench --memory v5e:1x1", file=sys.stderr)
+    return 2
+  try:
+    lengths = [int(x) for x in args.lengths.split(",")]
+  except ValueError:
+    p.error(f"--lengths: comma-separated integers; got {args.lengths!r}")
+  if min(lengths + [args.window, args.steps, args.reps]) < 1:
+    p.error("--lengths, --window, --steps and --reps must be >= 1")
+  out = args.out or f"device_check_{platform}.json"
+  kernel = dispatch.resolve("auto")[0]
+  report = dict(device=jax.devices()[0].device_kind, platform=platform, kernel=kernel,
+                jax=jax.__version__, correctness=[], timing=[], training=[])
+
+  def save():
+    write_json_atomically(out, report)
+
+  for op in OPS:                                   # 1. kernel against XLA, fwd + grads
+    for dtype in (jnp.float32, jnp.bfloat16):
+      for t in (1000, 4096):                       # ragged and aligned
+        row = compare(op, "auto", inputs(op, 2, t, 4, 128, dtype), window=min(512, t))
+        report["correctness"].append(row)
+        print(json.dumps(row), flush=True)
+  save()
+  for t in lengths:                                # 2. timing
+    for op in OPS:
+      args_ = inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16)
+      for row in time_op(op, args_, min(args.window, t), ("auto", "xla"), args.reps):
+        report["timing"].append(row)
+        print(json.dumps(row), flush=True)
+    save()
+  for pattern in args.patterns.split(","):         # 3. training with auto kernels
+    row = train_steps(pattern, args.steps, args.train_seq_len, args.train_batch)
+    report["training"].append(row)
+    print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
+    save()
+  report["ok"] = all(r["ok"] for r in report["correctness"] + report["training"])
+  save()
+  print(f"wrote {out}: {'all checks passed' if report['ok'] else 'SOME CHECKS FAILED'}")
+  return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,47 @@
+"""The pieces of ``python -m pallas_kernels.device_check`` that run on CPU (the whole command
+needs a GPU or TPU): the refusal, the kernel-against-XLA comparison, the timing rows and the
+short training run, at tiny shapes."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pallas_kernels import device_check
+
+
+def test_refuses_on_cpu_with_one_line(capsys, tmp_path):
+  out = tmp_path / "r.json"
+  assert device_check.main(["--out", str(out)]) == 2
+  err = capsys.readouterr().err.strip()
+  assert "needs a GPU or TPU" in err and "\n" not in err
+  assert not out.exists()
+
+
+@pytest.mark.parametrize("op", device_check.OPS)
+def test_compare_passes_an_interpreted_kernel_and_catches_a_wrong_one(op):
+  args = device_check.inputs(op, 1, 40, 2, 16, jnp.float32)
+  row = device_check.compare(op, "pallas_tpu", args, window=8)
+  assert row["ok"] and len(row["gradients"]) == len(args), row
+  if op == "swa":           # the comparison can fail: another window is far off
+    off = device_check.max_relative_error(
+        device_check.op_fn(op, "xla", 8)(*args), device_check.op_fn(op, "xla", 4)(*args))
+    assert off > device_check.TOLERANCE["float32"]
+
+
+def test_max_relative_error():
+  assert device_check.max_relative_error(np.array([1.0, 2.0]), np.array([1.0, 4.0])) == 0.5
+
+
+def test_time_op_rows_have_times_and_ratios():
+  args = device_check.inputs("swa", 1, 64, 2, 16, jnp.float32)
+  rows = device_check.time_op("swa", args, 16, ("xla",), reps=1)
+  names = [r["implementation"] for r in rows]
+  assert names == ["xla", "jax.nn.dot_product_attention"]
+  assert all(r["fwd_ms"] > 0 and r["fwd_bwd_ms"] > 0 for r in rows)
+  assert rows[0]["fwd_bwd_speedup_vs_xla"] == 1.0
+
+
+def test_train_steps_records_losses():
+  row = device_check.train_steps("SF", 3, 64, 2, size="toy-xs")
+  assert row["state"] == "done" and len(row["losses"]) == 3
+  assert all(np.isfinite(row["losses"]))
