@@ -189,6 +189,12 @@ def resolve(cfg) -> ml_collections.ConfigDict:
   if "derived" in out:
     del out["derived"]
   m = out.model
+  if m.vocab_size is None:   # None: the tokenizer's vocabulary flows into the model
+    from hybrid_jax.data.tokenizer import load_tokenizer
+    try:
+      m.vocab_size = load_tokenizer(out.data.tokenizer).vocab_size
+    except ValueError as e:
+      _fail("data.tokenizer", f"cannot size model.vocab_size=None ({e})", out.data.tokenizer)
   _fill_shape(m)
   _check_model(m)
   if m.d_ff is None:   # the size's MLP ratio, then matched to the full-attention baseline
