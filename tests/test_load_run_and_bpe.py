@@ -39,7 +39,7 @@ def test_load_run_gives_the_checkpoint_model_as_float32_logits(run):
     for step in (models.steps[0], models.steps[-1]):
       _, m = load_run(run, step)
       ref = models.params(step)
-      for a, b in zip(nnx.state(m, nnx.Param).flat_state(), ref.flat_state()):
+      for a, b in zip(nnx.to_flat_state(nnx.state(m, nnx.Param)), nnx.to_flat_state(ref)):
         np.testing.assert_array_equal(np.asarray(a[1][...]), np.asarray(b[1][...]))
   finally:
     models.close()

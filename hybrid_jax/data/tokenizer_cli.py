@@ -36,11 +36,11 @@ def main(argv=None) -> int:
   from hybrid_jax.data.corpus import open_corpus
   from hybrid_jax.data.tokenizer import HF_FILE, load_tokenizer, train_bpe
   out = Path(args.corpus) / HF_FILE
-  if out.exists():
-    _die(f"{out} exists (never overwritten; delete it to retrain)")
   if not MIN_VOCAB <= args.vocab_size <= 1_000_000:
     _die(f"--vocab-size: must be in [{MIN_VOCAB}, 1000000] (every byte plus <|endoftext|>) "
          f"(got {args.vocab_size})")
+  if out.exists():
+    _die(f"{out} exists (never overwritten; delete it to retrain)")
   try:
     corpus = open_corpus(args.corpus, "train")
   except (ValueError, OSError) as e:
