@@ -15,7 +15,7 @@ pytest.importorskip("safetensors", reason="the hf test extra is not installed")
 from conftest import tiny_config                      # noqa: E402
 from hybrid_jax import cli, load_run                   # noqa: E402
 from hybrid_jax.configs import resolve                 # noqa: E402
-from hybrid_jax.export.hf import GRANITE, SMOLLM3, save_hf  # noqa: E402
+from hybrid_jax.export.hf import GRANITE, QWEN3NEXT, SMOLLM3, save_hf  # noqa: E402
 from hybrid_jax.generate import greedy_generate        # noqa: E402
 from hybrid_jax.model.lm import build_model            # noqa: E402
 from hybrid_jax.train.loop import train                # noqa: E402
@@ -27,6 +27,7 @@ CASES = {            # id: (pattern, model overrides, class)
     "SSSF-nope_swa": ("SSSF", dict(n_layers=4, pos_swa="nope"), SMOLLM3),
     "MF-rope-tied": ("MF", {}, GRANITE),
     "MF-nope-untied": ("MF", dict(pos_full="nope", tie_embeddings=False), GRANITE),
+    "G-untied": ("G", dict(tie_embeddings=False), QWEN3NEXT),
 }
 
 
@@ -99,7 +100,7 @@ def _error_line(capsys, argv):
 
 
 @pytest.mark.parametrize("pattern,overrides,says", [
-    ("HF", {}, "head-wise"), ("GF", {}, "Qwen3-Next"), ("LF", {}, "MiniMax"),
+    ("HF", {}, "head-wise"), ("GF", {}, "Qwen3-Next"), ("SG", {}, "Qwen3-Next"), ("LF", {}, "MiniMax"),
     ("MS", {}, "sliding-window")])
 def test_unsupported_pattern_is_refused_in_one_line(pattern, overrides, says, tmp_path, capsys):
   run = tmp_path / "run"

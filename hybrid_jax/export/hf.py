@@ -7,6 +7,11 @@ Each pattern maps onto an existing transformers class that computes the same fun
 - only F and S layers -> ``SmolLM3ForCausalLM``: Llama blocks with per-layer
   ``layer_types`` (sliding window w: query i sees keys i - w < j <= i, as here) and per-layer
   RoPE/NoPE (``no_rope_layers``);
+- only G layers -> ``Qwen3NextForCausalLM`` with every layer ``linear_attention`` and a dense
+  SwiGLU MLP (no experts): the same Gated DeltaNet (conv over q/k/v, L2-normalised q/k with
+  scale dk^-0.5, sigmoid beta, g = -exp(A) softplus(a + dt_bias), norm-then-silu(z) gate); its
+  (1 + weight) RMSNorms get weight - 1; ``use_cache=false``, since transformers' cache cannot
+  serve a model without attention layers (generation recomputes the prefix each token);
 - M and F layers -> ``GraniteMoeHybridForCausalLM`` with its multipliers set to the plain
   model's (no experts, a dense SwiGLU ``shared_mlp``, attention scale head_dim^-0.5): the
   same Mamba-2 (one B/C group, conv over x/B/C, gated RMSNorm over d_inner, D skip) and
@@ -31,19 +36,23 @@ class ExportError(ValueError):
 UNSUPPORTED = {
     "H": "no transformers class has head-wise windows (some heads of one layer windowed, the "
          "others full)",
-    "G": "transformers' only Gated DeltaNet class (Qwen3-Next) output-gates and q/k-normalises "
-         "its attention layers and uses sparse MoE MLPs, which hybrid_jax's blocks do not",
+    "G": "with attention layers: transformers' only Gated DeltaNet class (Qwen3-Next) gates its "
+         "attention output with sigmoid(W x), RMS-normalises q and k and rotates a quarter of "
+         "each head, which hybrid_jax's F/S layers do not (a pattern of G alone exports)",
     "L": "transformers' Lightning attention (MiniMax) scales each layer's decays by a "
          "layer-dependent factor and normalises across all heads; hybrid_jax's L has fixed "
          "per-head decays and a per-head norm",
 }
 SMOLLM3, GRANITE = "SmolLM3ForCausalLM", "GraniteMoeHybridForCausalLM"
+QWEN3NEXT = "Qwen3NextForCausalLM"
 
 
 def target_class(model_cfg) -> str:
   """The transformers class a pattern exports to; ExportError (one line) when none computes
   the same function."""
   letters = set(model_cfg.pattern)
+  if letters == {"G"}:
+    return QWEN3NEXT
   for letter in sorted(letters & set(UNSUPPORTED)):
     raise ExportError(f"pattern {model_cfg.pattern!r}: letter {letter} cannot be exported: "
                       f"{UNSUPPORTED[letter]}")
@@ -128,19 +137,60 @@ def _granite(model, m, letters):
   return config, weights
 
 
+def _qwen3next(model, m, letters):
+  from hybrid_jax.model.gated_deltanet import dims
+  h, dk, dv = dims(m)
+  config = dict(architectures=[QWEN3NEXT], model_type="qwen3_next", intermediate_size=m.d_ff,
+                layer_types=["linear_attention"] * len(letters), num_experts=0,
+                mlp_only_layers=list(range(len(letters))), decoder_sparse_step=1,
+                linear_num_key_heads=h, linear_num_value_heads=h, linear_key_head_dim=dk,
+                linear_value_head_dim=dv, linear_conv_kernel_dim=m.conv_kernel,
+                # transformers' cache builds attention masks from an attention layer, which a
+                # G-only model lacks (ValueError in get_mask_sizes): compute without the cache
+                use_cache=False)
+  weights = {}
+  for i, block in enumerate(model.blocks):
+    p, mx = f"model.layers.{i}", block.mixer
+    qkv = _t(mx.qkv_proj.kernel[...])                      # rows: q (h*dk), k (h*dk), v (h*dv)
+    q, k, v = np.split(qkv, [h * dk, 2 * h * dk])
+    z = _t(mx.g_proj.kernel[...])
+    # in_proj_qkvz groups rows per head: [q_h, k_h, v_h, z_h]; in_proj_ba: [b_h, a_h]
+    per_head = [x.reshape(h, -1, m.d_model) for x in (q, k, v, z)]
+    weights[f"{p}.linear_attn.in_proj_qkvz.weight"] = np.concatenate(per_head, 1).reshape(-1, m.d_model)
+    ba = [x.reshape(h, 1, m.d_model) for x in (_t(mx.b_proj.kernel[...]), _t(mx.a_proj.kernel[...]))]
+    weights[f"{p}.linear_attn.in_proj_ba.weight"] = np.concatenate(ba, 1).reshape(-1, m.d_model)
+    weights[f"{p}.linear_attn.conv1d.weight"] = _t(mx.conv.kernel[...])[:, None, :].copy()
+    weights[f"{p}.linear_attn.dt_bias"] = np.asarray(mx.dt_bias[...], np.float32)
+    weights[f"{p}.linear_attn.A_log"] = np.asarray(mx.A_log[...], np.float32)
+    weights[f"{p}.linear_attn.norm.weight"] = np.asarray(mx.norm.scale[...], np.float32)
+    weights[f"{p}.linear_attn.out_proj.weight"] = _t(mx.out_proj.kernel[...])
+    weights[f"{p}.mlp.gate_proj.weight"] = _t(block.mlp.gate.kernel[...])
+    weights[f"{p}.mlp.up_proj.weight"] = _t(block.mlp.up.kernel[...])
+    weights[f"{p}.mlp.down_proj.weight"] = _t(block.mlp.down.kernel[...])
+    weights[f"{p}.post_attention_layernorm.weight"] = np.asarray(block.mlp_norm.scale[...])
+  return config, weights
+
+
 def hf_state(model, cfg, max_len: int):
   """(config.json dict, {name: float32 array}) of ``model`` (an ``LM``) under ``cfg``."""
   m = cfg.model
   cls = target_class(m)
   letters = list(cfg.derived.layers)
-  config, weights = (_smollm3 if cls == SMOLLM3 else _granite)(model, m, letters)
+  config, weights = {SMOLLM3: _smollm3, GRANITE: _granite, QWEN3NEXT: _qwen3next}[cls](
+      model, m, letters)
   config = {**_common_config(m, cfg, m.vocab_size, max_len), **config}
+  if cls == QWEN3NEXT:   # no rotary layer exists; keep its unused rotary within head_dim
+    config.update(partial_rotary_factor=1.0)
   for i, block in enumerate(model.blocks):
     weights[f"model.layers.{i}.input_layernorm.weight"] = np.asarray(block.mixer_norm.scale[...])
   weights["model.embed_tokens.weight"] = np.asarray(model.embed.embedding[...], np.float32)
   weights["model.norm.weight"] = np.asarray(model.final_norm.scale[...], np.float32)
   if not m.tie_embeddings:
     weights["lm_head.weight"] = _t(model.head.kernel[...])
+  if cls == QWEN3NEXT:   # its block and final RMSNorms scale by (1 + weight)
+    for name in weights:
+      if name.endswith("layernorm.weight") or name == "model.norm.weight":
+        weights[name] = weights[name] - 1.0
   return config, {k: np.ascontiguousarray(v, np.float32) for k, v in weights.items()}
 
 
@@ -208,7 +258,8 @@ def save_hf(model, cfg, out, max_len: int | None = None) -> Path:
   save_file(weights, str(tmp / "model.safetensors"), metadata=dict(format="pt"))
   (tmp / "config.json").write_text(json.dumps(config, indent=2))
   (tmp / "generation_config.json").write_text(json.dumps(
-      dict(eos_token_id=eos_id, pad_token_id=eos_id, bos_token_id=None), indent=2))
+      dict(eos_token_id=eos_id, pad_token_id=eos_id, bos_token_id=None,
+           use_cache=config["use_cache"]), indent=2))
   for name, text in tok.items():
     (tmp / name).write_text(text)
   if out.exists():
