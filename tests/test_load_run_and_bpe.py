@@ -127,3 +127,21 @@ def test_bpe_toy_run_trains_and_exports_with_its_tokenizer(corpus_dir, tmp_path)
     theirs = hf_model(torch.tensor(ids)).logits.numpy()
   assert hf_model.config.vocab_size == cfg.model.vocab_size == ours.vocab_size
   assert np.abs(np.asarray(model(ids)) - theirs).max() <= 1e-4
+
+
+def test_export_refuses_a_sentencepiece_tokenizer_in_one_line(corpus_dir, tmp_path, capsys):
+  pytest.importorskip("safetensors", reason="the hf test extra is not installed")
+  from hybrid_jax import cli
+  from hybrid_jax.data.tokenizer import train_sentencepiece
+  corpus = C.open_corpus(corpus_dir, "train")
+  model_file = train_sentencepiece((corpus[i] for i in range(len(corpus))), tmp_path, vocab_size=300)
+  c = tiny_config("SF")
+  c.data.tokenizer, c.model.vocab_size = str(model_file), None
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "config.json").write_text(resolve(c).to_json())
+  with pytest.raises(SystemExit):
+    cli.main(["export", "hf", "--workdir", str(run), "--out", str(tmp_path / "hf")])
+  err = capsys.readouterr().err.strip()
+  assert "sentencepiece models are not exported" in err and "\n" not in err
+  assert not (tmp_path / "hf").exists()

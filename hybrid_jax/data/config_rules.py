@@ -11,7 +11,7 @@ def check_data(d, vocab_size: int, fail) -> None:
     try:
       vocab = load_tokenizer(d.tokenizer).vocab_size
     except Exception as e:   # a missing or corrupt model file
-      fail("data.tokenizer", f"must be 'byte', a tokenizer.json or a sentencepiece model ({' '.join(str(e).split())[:160]})",
+      fail("data.tokenizer", f"must be 'byte' or a sentencepiece model / tokenizer.json ({' '.join(str(e).split())[:160]})",
            d.tokenizer)
     if vocab_size < vocab:
       fail("model.vocab_size", f"must be >= the tokenizer's vocabulary {vocab} ({d.tokenizer})",

@@ -30,7 +30,7 @@ def main(argv=None) -> int:
   h.add_argument("--max-length", type=int, default=None,
                  help="max_position_embeddings (default: the longest of data.seq_len, eval.lengths)")
   args = p.parse_args(sys.argv[1:] if argv is None else argv)
-  from hybrid_jax.export.hf import export_hf, target_class
+  from hybrid_jax.export.hf import export_hf
   from hybrid_jax.eval.checkpoints import EvalInputError
   try:
     out = export_hf(args.workdir, args.out, step=args.step, max_len=args.max_length)
