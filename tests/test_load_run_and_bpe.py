@@ -134,7 +134,7 @@ def test_export_refuses_a_sentencepiece_tokenizer_in_one_line(corpus_dir, tmp_pa
   from hybrid_jax import cli
   from hybrid_jax.data.tokenizer import train_sentencepiece
   corpus = C.open_corpus(corpus_dir, "train")
-  model_file = train_sentencepiece((corpus[i] for i in range(len(corpus))), tmp_path, vocab_size=300)
+  model_file = train_sentencepiece((corpus[i] for i in range(len(corpus))), tmp_path, vocab_size=400)
   c = tiny_config("SF")
   c.data.tokenizer, c.model.vocab_size = str(model_file), None
   run = tmp_path / "run"
