@@ -3,8 +3,6 @@ of every exportable pattern within 1e-4 (float32) past the window, for a randoml
 model and a trained toy run; greedy generation equal to hybrid_jax's own decoding; the
 tokenizer travels with the export; bad input fails in one line before anything is written."""
 
-import json
-
 import numpy as np
 import pytest
 
