@@ -1,3 +1,9 @@
 """hybrid_jax: scaling studies of hybrid (full + efficient attention) language models."""
 
 __version__ = "0.1.0"
+
+
+def load_run(workdir, step=None):
+  """(resolved config, model) of a run's checkpoint; see ``hybrid_jax.loading.load_run``."""
+  from hybrid_jax.loading import load_run as _load_run   # lazy: importing the package stays cheap
+  return _load_run(workdir, step)

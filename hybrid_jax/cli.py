@@ -26,6 +26,7 @@ COMMANDS = {
     "data": ("hybrid_jax.data.cli", "Build a corpus, train a tokenizer, or show examples."),
     "bench": ("hybrid_jax.bench", "Print kernel and training speed figures (bench data|eval|mesh)."),
     "analyze": ("hybrid_jax.analysis.mechanism.cli", "Run a mechanism analysis of one checkpoint."),
+    "export": ("hybrid_jax.export.cli", "Write a checkpoint as a Hugging Face directory (export hf)."),
 }
 # ``bench`` keeps its own flags; these words select another benchmark module.
 BENCH_SUBCOMMANDS = {"data": "hybrid_jax.data.bench", "eval": "hybrid_jax.eval.bench",

@@ -12,6 +12,7 @@ import ml_collections
 
 from hybrid_jax.configs import rules
 from hybrid_jax.data.config_rules import check_data, data_fingerprint
+from hybrid_jax.data.tokenizer import load_tokenizer
 from hybrid_jax.eval.settings import check_eval_section
 from hybrid_jax.model import params
 from hybrid_jax.model.config_rules import resolve_model
@@ -25,6 +26,11 @@ def resolve(cfg) -> ml_collections.ConfigDict:
   if "derived" in out:
     del out["derived"]
   m = out.model
+  if m.vocab_size is None:   # None: the tokenizer's vocabulary flows into the model
+    try:
+      m.vocab_size = load_tokenizer(out.data.tokenizer).vocab_size
+    except ValueError as e:
+      rules.fail("data.tokenizer", f"cannot size model.vocab_size=None ({e})", out.data.tokenizer)
   resolve_model(m)
   check_data(out.data, m.vocab_size, rules.fail)
   rules.check_train(out.train)

@@ -4,6 +4,7 @@
   hybrid-jax data build --source my_texts/ --out data/mine          (any .txt/.md directory)
   hybrid-jax data build --source tfds:pg19 --out data/pg19          (needs its download)
   hybrid-jax data tokenizer --data data/pydocs --vocab-size 4096    (data/pydocs/tokenizer.model)
+  hybrid-jax data tokenizer train --corpus data/pydocs --vocab-size 32000  (BPE tokenizer.json)
   hybrid-jax data show niah_single_prose --length 512 --depth 0.5 --data data/pydocs
   hybrid-jax data show mix --seq-len 256 --step 0 --row 0 --batch-size 8
   hybrid-jax data show corpus --data data/pydocs --split validation --index 3
@@ -173,6 +174,9 @@ COMMANDS = {"build": cmd_build, "tokenizer": cmd_tokenizer, "show": cmd_show}
 
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else list(argv)
+  if argv[:2] == ["tokenizer", "train"]:   # the byte-level BPE (tokenizer.json)
+    from hybrid_jax.data.tokenizer_cli import main as bpe_main
+    return bpe_main(argv[2:])
   parser = _parser()
   if not argv or argv[0] in ("-h", "--help"):
     parser.print_help()

@@ -8,7 +8,7 @@ from pathlib import Path
 from hybrid_jax.data.corpus import MANIFEST
 from hybrid_jax.data.mix import DISTANCES, PAIR_CHARS, max_pairs
 from hybrid_jax.data.synthetic import MIN_VOCAB
-from hybrid_jax.data.tokenizer import BYTE, SENTENCEPIECE_FILE, load_tokenizer
+from hybrid_jax.data.tokenizer import BYTE, load_tokenizer, tokenizer_file
 
 DATASETS = ("synthetic", "mix")
 
@@ -30,7 +30,7 @@ def check_data(d, vocab_size: int, fail) -> None:
     try:
       vocab = load_tokenizer(d.tokenizer).vocab_size
     except Exception as e:   # a missing or corrupt model file
-      fail("data.tokenizer", f"must be 'byte' or a sentencepiece model ({' '.join(str(e).split())[:160]})",
+      fail("data.tokenizer", f"must be 'byte' or a sentencepiece model / tokenizer.json ({' '.join(str(e).split())[:160]})",
            d.tokenizer)
     if vocab_size < vocab:
       fail("model.vocab_size", f"must be >= the tokenizer's vocabulary {vocab} ({d.tokenizer})",
@@ -59,14 +59,13 @@ def check_data(d, vocab_size: int, fail) -> None:
 
 def data_fingerprint(d) -> str | None:
   """sha256 (12 hex digits) of the files the data depend on beyond the config: the
-  sentencepiece model and the corpus manifest (its sources and per-split document and
+  tokenizer file (tokenizer.json or sentencepiece model) and the corpus manifest (its sources and per-split document and
   character counts). Stored
   in ``derived``, so a resumed run whose tokenizer was retrained or corpus rebuilt is
   refused like any other config change instead of silently training on other batches."""
   files = []
-  if d.tokenizer != BYTE:
-    path = Path(d.tokenizer)
-    files.append(path / SENTENCEPIECE_FILE if path.is_dir() else path)
+  if (path := tokenizer_file(d.tokenizer)) is not None:   # tokenizer.json or tokenizer.model
+    files.append(path)
   if d.name == "mix" and d.corpus:
     files.append(Path(d.corpus) / MANIFEST)
   if not files:

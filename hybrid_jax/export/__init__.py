@@ -1,0 +1,1 @@
+"""Exporters of trained runs to formats other tools read (``hf``: Hugging Face transformers)."""
