@@ -71,7 +71,7 @@ def test_a_directory_without_text_fails_in_one_line_and_writes_nothing(tmp_path)
   (empty / "code.py").write_text("x = 1\n")
   (empty / "blank.txt").write_text("  \n\n")
   out = tmp_path / "out"
-  with pytest.raises(C.CorpusError, match=r"^source .*: no non-empty \.txt/\.md files$"):
+  with pytest.raises(C.CorpusError, match=r"^source .*: no non-empty \.txt/\.md text files \(0 \.txt/\.md files are not UTF-8 text, 1 files have other suffixes\)$"):
     C.build([str(empty)], out)
   assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
   with pytest.raises(C.CorpusError, match="^source .*: not a directory"):
