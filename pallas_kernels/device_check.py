@@ -112,7 +112,7 @@ def train_steps(pattern, steps, seq_len, batch, size="S1") -> dict:
   temporary run directory: the losses, the run's status and its wall time."""
   from hybrid_jax.configs.base import base_config
   from hybrid_jax.train import loop
-  from hybrid_jax.train.rundir import RunDir
+  from hybrid_jax.run import RunDir
   cfg = base_config()
   cfg.model.size, cfg.model.pattern = size, pattern
   cfg.data.seq_len, cfg.train.batch_size, cfg.train.steps = seq_len, batch, steps

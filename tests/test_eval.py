@@ -19,7 +19,7 @@ from hybrid_jax.eval.evaluate import evaluate_run
 from hybrid_jax.eval.longppl import LongPPLEval, truncated_index
 from hybrid_jax.eval.settings import EvalSettings
 from hybrid_jax.train.loop import Preempted, train
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.run import RunDir
 
 KV_TASK = "kv_recall"
 

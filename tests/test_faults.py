@@ -12,7 +12,7 @@ from hybrid_jax import cli
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.failures import DiskError, NonFiniteLoss
 from hybrid_jax.train.loop import train
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.run import RunDir
 
 
 def _backend_log(line: str) -> bool:

@@ -191,7 +191,7 @@ def test_every_shipped_sweep_file_plans(path):
 def test_status_of_a_running_run_shows_its_latest_logged_step(tmp_path):
   """status.json is written when a run starts and ends; while it runs, the table's step
   comes from metrics.jsonl, so it agrees with the tokens column."""
-  from hybrid_jax.train.rundir import RunDir
+  from hybrid_jax.run import RunDir
   for name, state in (("a", "running"), ("b", "preempted")):
     run = RunDir(tmp_path / name)
     run.path.mkdir()

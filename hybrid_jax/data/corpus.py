@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hybrid_jax.data import text as T
 from hybrid_jax.errors import UserError
-from hybrid_jax.train.rundir import atomic_write_text
+from hybrid_jax.run import atomic_write_text
 
 PYTHON_DOCS = "python-docs"
 PYTHON_DOCS_GLOB = "/usr/share/doc/python3*/html/_sources"   # Debian's python3-doc layout

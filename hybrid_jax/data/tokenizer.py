@@ -127,7 +127,7 @@ def train_bpe(texts, out_dir: str | os.PathLike, *, vocab_size: int = 32000) -> 
   Id 0 is ``<|endoftext|>``, the document separator; ids 1-256 cover every byte."""
   from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-  from hybrid_jax.train.rundir import atomic_write_bytes
+  from hybrid_jax.run import atomic_write_bytes
   tok = Tokenizer(models.BPE())
   tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
   tok.decoder = decoders.ByteLevel()
@@ -150,7 +150,7 @@ def train_sentencepiece(texts, out_dir: str | os.PathLike, *, vocab_size: int = 
   import io
 
   import sentencepiece as spm
-  from hybrid_jax.train.rundir import atomic_write_bytes
+  from hybrid_jax.run import atomic_write_bytes
 
   def lines():
     n = 0

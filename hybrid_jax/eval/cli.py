@@ -28,14 +28,14 @@ def parse_eval_flags(argv: list[str]):
   from absl import flags
   from ml_collections import config_flags
 
-  from hybrid_jax.eval.checkpoints import load_run_config
+  from hybrid_jax.run import load_config
   from hybrid_jax.train.cli import unset, unset_overrides
   args, rest = _parser().parse_known_args(argv)
   for a in rest:
     if not a.startswith("--config.eval."):
       raise UserError(f"eval: unknown flag {a.split('=', 1)[0]} (eval takes --workdir, --force "
                       "and --config.eval.* overrides)")
-  config = load_run_config(args.workdir)
+  config = load_config(args.workdir)
   rest, unsets = unset_overrides(rest)
   full_argv = [PROG] + rest
   fv = flags.FlagValues()

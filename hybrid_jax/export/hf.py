@@ -273,12 +273,12 @@ def export_hf(workdir, out, step: int | None = None, max_len: int | None = None)
   unsupported pattern, a missing step or an unexportable tokenizer is refused in one line
   before any checkpoint is read."""
   from hybrid_jax.configs import resolve
-  from hybrid_jax.eval.checkpoints import load_run_config
+  from hybrid_jax.run import load_config
   from hybrid_jax.loading import load_run
   out = Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise ExportError(f"--out {out} exists and is not an empty directory (never overwritten)")
-  cfg = resolve(load_run_config(workdir))
+  cfg = resolve(load_config(workdir))
   target_class(cfg.model)
   tokenizer_files(cfg)
   cfg, model = load_run(workdir, step)

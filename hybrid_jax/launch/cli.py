@@ -88,7 +88,7 @@ def main(argv):
   rows, skipped = report.collect_rows(root, with_skipped=True)
   if not rows:
     raise UserError(f"no run under {root} has a config.json and records yet; nothing to collect")
-  from hybrid_jax.train.rundir import atomic_write_text
+  from hybrid_jax.run import atomic_write_text
   atomic_write_text(out, report.rows_csv(rows, delimiter="\t" if out.suffix == ".tsv" else ","))
   print(f"hybrid-jax sweep: wrote {out} ({len(rows)} rows; {skipped} unreadable records skipped)")
   return 0

@@ -53,7 +53,7 @@ def run_slurm(run_dirs: list[Path], params: dict, *, root: Path, cache_dir: Path
   queue. Returns {run name: exit code}: 0 done, 143 preempted, 1 failed (after ``wait``),
   or -1 still queued/running (without it)."""
   import submitit
-  from hybrid_jax.train.rundir import RunDir, atomic_write_text
+  from hybrid_jax.run import RunDir, atomic_write_text
   queue = _queue()
   executor = submitit.AutoExecutor(folder=root / ".slurm" / "%j", cluster="slurm")
   executor.update_parameters(**{**DEFAULTS, **params})

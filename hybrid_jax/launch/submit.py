@@ -11,9 +11,9 @@ from pathlib import Path
 
 from hybrid_jax.launch import grid
 from hybrid_jax.launch.grid import SweepError
-from hybrid_jax.launch.worker import LAUNCH_FILE
+from hybrid_jax.run import LAUNCH_FILE
 from hybrid_jax.model.flops import model_flops_per_token
-from hybrid_jax.train.rundir import RunDir, atomic_write_text, config_diff
+from hybrid_jax.run import RunDir, atomic_write_text, config_diff
 
 
 def dry_run_table(runs) -> str:

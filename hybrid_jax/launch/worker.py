@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 BUSY_EXIT_CODE = 75
-LAUNCH_FILE = "launch.json"
+from hybrid_jax.run import LAUNCH_FILE
 
 
 def read_launch(run_dir) -> dict:
@@ -21,14 +21,14 @@ def read_launch(run_dir) -> dict:
 def run(run_dir) -> int:
   import os
 
-  from hybrid_jax.train.rundir import RunDir
+  from hybrid_jax.run import RunDir
   if not RunDir(run_dir).lock_held():   # sweep status: running from now (JAX takes a while)
     RunDir(run_dir).mark_started(os.getpid())
   from hybrid_jax.configs import base_config
-  from hybrid_jax.eval.checkpoints import merge_config
+  from hybrid_jax.run import merge_config
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
   from hybrid_jax.errors import UserError
-  from hybrid_jax.train.rundir import RunDirBusy
+  from hybrid_jax.run import RunDirBusy
   cfg = base_config()                   # the schema's types and tuples, not raw JSON lists
   merge_config(cfg, read_launch(run_dir)["config"])
   try:

@@ -24,7 +24,7 @@ from hybrid_jax.plot.axes import mean_band, readable_scale, seedless_key  # noqa
 
 from hybrid_jax.cli_args import ArgumentParser  # noqa: E402
 from hybrid_jax.errors import UserError  # noqa: E402
-from hybrid_jax.train.rundir import RunDir, atomic_write_text  # noqa: E402
+from hybrid_jax.run import RunDir, atomic_write_text  # noqa: E402
 
 LABELS = {
     "retrieval_acc": "exact-match accuracy (mean over tasks, lengths, depths)",

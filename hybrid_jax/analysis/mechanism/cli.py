@@ -64,9 +64,9 @@ def _n_heads(run: Run, kinds: str | None = None) -> int:
   """Attention heads of the run (of its layers whose letter is in ``kinds``, if given)."""
   from hybrid_jax.resolve import resolve
   from hybrid_jax.model.params import layer_letters
-  from hybrid_jax.eval.checkpoints import load_run_config
+  from hybrid_jax.run import load_config
   from hybrid_jax.model import registry
-  m = resolve(load_run_config(run.path)).model
+  m = resolve(load_config(run.path)).model
   return sum(m.n_heads for c in layer_letters(m.pattern, m.n_layers)
              if registry.get(c).kind != "recurrent" and (kinds is None or c in kinds))
 
@@ -94,8 +94,8 @@ def _check(args) -> list[Run]:
     if args.what == "trace" and args.reference_step is not None:
       run.check_step(args.reference_step)
     if args.length is None:
-      from hybrid_jax.eval.checkpoints import load_run_config
-      args.length = int(load_run_config(run.path).eval.lengths[0])
+      from hybrid_jax.run import load_config
+      args.length = int(load_config(run.path).eval.lengths[0])
     check_task(args.task, args.length, args.classes if args.what == "probe" else 0)
     if args.what in ("heads", "trace") and args.query_offset:
       first = min(int(ex.answer_positions[0]) for ex in

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 from flax import nnx
 
-from hybrid_jax.eval.checkpoints import EvalInputError, RunModels, checkpoint_steps, load_run_config
-from hybrid_jax.train.rundir import atomic_write_bytes, atomic_write_text
+from hybrid_jax.eval.checkpoints import EvalInputError, RunModels
+from hybrid_jax.run import checkpoint_steps, load_config
+from hybrid_jax.run import atomic_write_bytes, atomic_write_text
 
 DEFAULT_TASK = "niah_single_filler"
 
@@ -23,7 +24,7 @@ class Run:
 
   def __init__(self, workdir):
     self.path = Path(workdir)
-    load_run_config(workdir)          # one-line errors: no directory, no config.json
+    load_config(workdir)          # one-line errors: no directory, no config.json
     self.steps = checkpoint_steps(workdir)
     self._models = None
 
