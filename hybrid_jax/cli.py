@@ -18,7 +18,7 @@ USER_ERROR_EXIT_CODE = 2
 
 # command: (module exposing main(argv) -> int, one-sentence description)
 COMMANDS = {
-    "train": ("hybrid_jax.train.cli", "Train one run, or resume it from its last checkpoint."),
+    "train": ("hybrid_jax.training", "Train one run, or resume it from its last checkpoint."),
     "eval": ("hybrid_jax.eval.cli", "Evaluate every checkpoint of a run not yet evaluated."),
     "sweep": ("hybrid_jax.launch.cli", "Submit a grid of runs, show its status, or collect its metrics."),
     "plot": ("hybrid_jax.plot.cli", "Draw emergence or scaling figures from run directories."),

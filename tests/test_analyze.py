@@ -230,7 +230,7 @@ LENGTH = "170"
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  from hybrid_jax.train.loop import train
+  from hybrid_jax.training import train
   c = tiny_config("FM", steps=4, n_layers=2)
   c.checkpoint.every = 2
   c.eval.every = None

@@ -6,7 +6,7 @@ import pytest
 from flax import nnx
 
 from conftest import tiny_config
-from hybrid_jax.train.cli import parse_train_flags
+from hybrid_jax.training import parse_train_flags
 from hybrid_jax.configs import ConfigError, sizes
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.configs.default import get_config

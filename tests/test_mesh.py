@@ -23,7 +23,8 @@ PROBE = textwrap.dedent("""
     from conftest import tiny_config
     from hybrid_jax.resolve import resolve
     from hybrid_jax.train import sharding
-    from hybrid_jax.train.loop import init_state, train
+    from hybrid_jax.train.state import init_state
+    from hybrid_jax.training import train
     from hybrid_jax.run import RunDir
     c = tiny_config(steps={steps})
     c.model.d_model, c.model.n_heads, c.model.n_kv_heads = 64, 4, 2
@@ -101,7 +102,7 @@ MULTI = textwrap.dedent("""
     distributed.initialize()            # before anything starts a JAX backend
     import jax
     from conftest import tiny_config
-    from hybrid_jax.train.loop import train
+    from hybrid_jax.training import train
     c = tiny_config(steps={steps})
     c.model.d_model, c.model.n_heads, c.model.n_kv_heads = 64, 4, 2
     c.train.batch_size = 8

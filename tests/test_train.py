@@ -13,7 +13,7 @@ import pytest
 
 from conftest import tiny_config
 from hybrid_jax.train.checkpoint import log_spaced_steps
-from hybrid_jax.train.loop import train
+from hybrid_jax.training import train
 from hybrid_jax.run import RunDir, RunDirError
 
 STEPS = 48

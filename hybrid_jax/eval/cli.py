@@ -29,7 +29,7 @@ def parse_eval_flags(argv: list[str]):
   from ml_collections import config_flags
 
   from hybrid_jax.run import load_config
-  from hybrid_jax.train.cli import unset, unset_overrides
+  from hybrid_jax.cli_args import unset, unset_overrides
   args, rest = _parser().parse_known_args(argv)
   for a in rest:
     if not a.startswith("--config.eval."):

@@ -26,7 +26,8 @@ def run(run_dir) -> int:
     RunDir(run_dir).mark_started(os.getpid())
   from hybrid_jax.configs import base_config
   from hybrid_jax.run import merge_config
-  from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
+  from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted
+  from hybrid_jax.training import train
   from hybrid_jax.errors import UserError
   from hybrid_jax.run import RunDirBusy
   cfg = base_config()                   # the schema's types and tuples, not raw JSON lists
