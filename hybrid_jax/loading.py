@@ -12,7 +12,7 @@ import jax
 import orbax.checkpoint as ocp
 from flax import nnx
 
-from hybrid_jax.configs import resolve
+from hybrid_jax.resolve import resolve
 from hybrid_jax.eval.checkpoints import EvalInputError, checkpoint_steps, load_run_config
 from hybrid_jax.model.lm import build_model
 
