@@ -181,19 +181,10 @@ def cmd_data(argv):
 
 
 def cmd_bench(argv):
-  """``bench [flags]``: kernels and training; ``bench data``, ``bench eval``, ``bench mesh``."""
-  import importlib
-  subs = {"data": "hybrid_jax.data.bench", "eval": "hybrid_jax.eval.bench",
-          "mesh": "hybrid_jax.mesh_bench"}
-  if argv and argv[0] in subs:
-    try:
-      module = importlib.import_module(subs[argv[0]])
-    except ImportError as e:
-      _die(f"hybrid-jax bench {argv[0]} is not available ({_one_line(e)})")
-    module.main(argv[1:])
-    return
-  from hybrid_jax import bench
-  bench.main(argv)
+  """``bench [train|mesh|data|eval|kernels|mixers] [flags]`` (``hybrid_jax.bench.cli``)."""
+  from hybrid_jax.bench.cli import main as bench_main
+  if rc := bench_main(argv):
+    raise SystemExit(rc)
 
 
 def cmd_sweep(argv):
@@ -212,7 +203,7 @@ COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
             "plot": (cmd_plot, "figures from run directories (plot emergence|scaling DIR...)"),
             "fit-scaling": (cmd_fit_scaling, "fit L(N, D) scaling laws to a collected table"),
             "data": (cmd_data, "prepare and inspect the data"),
-            "bench": (cmd_bench, "print kernel, training (bench data, bench eval) speed figures"),
+            "bench": (cmd_bench, "speed figures (bench train|mesh|data|eval|kernels|mixers)"),
             "analyze": (lambda argv: __import__("hybrid_jax.analysis.mechanism.cli", fromlist=["main"])
                         .main(argv), "mechanism analyses of a checkpoint "
                         "(analyze heads|trace|constrain|ablate|probe|gradient RUN)")}

@@ -19,6 +19,8 @@ import os
 import subprocess
 import sys
 
+from hybrid_jax.bench import BenchError
+
 PEER_MODULE = "hybrid_jax.bench.torch_peer"
 
 # Shapes of the toy family (config overrides of the toy default).
@@ -34,10 +36,6 @@ SHAPES = {
     "d256-B4": {**_D256, "train.batch_size": 4},
 }
 DEFAULT_SHAPES = "toy,d256"
-
-
-class BenchError(ValueError):
-  """Bad benchmark arguments: one line, before anything runs."""
 
 
 def shape_config(name: str):
@@ -77,22 +75,28 @@ def torch_available() -> bool:
 
 # --- the worker: runs in its own process ---------------------------------------------------
 
-def make_step(cfg, donate: bool = True):
-  """(jitted step, state, batches source) of a resolved config on one device."""
+def make_step(cfg, donate: bool = True, mesh=None):
+  """(jitted train step, initial state) of a resolved config; sharded over ``mesh`` if given."""
+  from hybrid_jax.train import sharding
   from hybrid_jax.train.loop import init_state
   from hybrid_jax.train.step import make_train_step
-  graphdef, rest, state, tx, _ = init_state(cfg)
-  return make_train_step(graphdef, rest, tx, donate=donate), state
+  graphdef, rest, state, tx, _ = init_state(cfg, mesh)
+  shardings = sharding.state_shardings(mesh, state) if mesh is not None else None
+  return make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=shardings,
+                         donate=donate), state
 
 
-def project_step_seconds(cfg, steps: int, donate: bool = True) -> float:
-  """Median wall time of ``steps`` train steps after one compile step, batches on device."""
+def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> float:
+  """Median wall time of ``steps`` train steps after one compile step, batches already on
+  the device(s) (the loop's data work is timed apart, in ``host_seconds``)."""
   import jax
   from hybrid_jax.bench.timing import median_seconds
   from hybrid_jax.data import make_source
-  step_fn, state = make_step(cfg, donate)
+  from hybrid_jax.train import sharding
+  step_fn, state = make_step(cfg, donate, mesh)
   source = make_source(cfg)
-  batches = [jax.device_put(source.batch(s)) for s in range(steps + 1)]
+  put = (lambda b: sharding.global_batch(mesh, b)) if mesh is not None else jax.device_put
+  batches = [put(source.batch(s)) for s in range(steps + 1)]
   carry = dict(state=state, i=0)
 
   def one_step():
