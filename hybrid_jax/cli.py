@@ -24,13 +24,10 @@ COMMANDS = {
     "plot": ("hybrid_jax.plot.cli", "Draw emergence or scaling figures from run directories."),
     "fit-scaling": ("hybrid_jax.analysis.scaling", "Fit L(N, D) scaling laws to a collected table."),
     "data": ("hybrid_jax.data.cli", "Build a corpus, train a tokenizer, or show examples."),
-    "bench": ("hybrid_jax.bench", "Print kernel and training speed figures (bench data|eval|mesh)."),
+    "bench": ("hybrid_jax.bench.cli", "Print speed figures (bench train|mesh|data|eval|kernels|mixers)."),
     "analyze": ("hybrid_jax.analysis.mechanism.cli", "Run a mechanism analysis of one checkpoint."),
     "export": ("hybrid_jax.export.cli", "Write a checkpoint as a Hugging Face directory (export hf)."),
 }
-# ``bench`` keeps its own flags; these words select another benchmark module.
-BENCH_SUBCOMMANDS = {"data": "hybrid_jax.data.bench", "eval": "hybrid_jax.eval.bench",
-                     "mesh": "hybrid_jax.mesh_bench"}
 
 
 def _parser() -> ArgumentParser:
@@ -43,8 +40,6 @@ def _parser() -> ArgumentParser:
 def _module(command: str, argv: list[str]):
   """(the module that runs ``command``, the arguments it gets)."""
   name = COMMANDS[command][0]
-  if command == "bench" and argv and argv[0] in BENCH_SUBCOMMANDS:
-    name, argv = BENCH_SUBCOMMANDS[argv[0]], argv[1:]
   try:
     return importlib.import_module(name), argv
   except ImportError as e:

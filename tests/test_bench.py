@@ -1,12 +1,20 @@
-"""`hybrid-jax bench` runs end to end on small shapes and reports its ratios."""
+"""``hybrid-jax bench``: the mixers' scaling figures run end to end; the train bench builds
+the peer's flags from the same config, profiles the step by named scope, takes its ratios
+within rounds, and says in one line what is missing or wrong."""
 
-from hybrid_jax import bench
+import json
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from hybrid_jax.bench import BenchError, cli, mixers, profile, train
 
 
-def test_bench_reports_attention_and_recurrent_ratios():
-  summary = bench.main(["--skip", "training", "--lengths", "64,128", "--tokens", "128",
-                        "--recurrent-lengths", "64,128", "--window", "16", "--reps", "1",
-                        "--head-dim", "16"])
+def test_mixers_report_attention_and_recurrent_ratios():
+  summary = mixers.main(["--lengths", "64,128", "--tokens", "128", "--recurrent-lengths", "64,128",
+                         "--window", "16", "--reps", "1", "--head-dim", "16"])
   assert summary["dense_masked_over_swa_at_T128"] > 0
   assert summary["simple_gla_chunked_time_per_token_T128_over_T64"] > 0
   assert summary["gated_delta_rule_sequential_over_chunked_at_T128"] > 0
@@ -15,9 +23,91 @@ def test_bench_reports_attention_and_recurrent_ratios():
 def test_model_flops_count_the_band_only_for_swa_layers():
   from hybrid_jax.resolve import resolve
   from hybrid_jax.configs.default import get_config
+  from hybrid_jax.model.flops import model_flops_per_token
   c = get_config()
   c.model.pattern = "F"
-  full = bench.model_flops_per_token(resolve(c))
+  full = model_flops_per_token(resolve(c))
   c.model.pattern = "S"
-  swa = bench.model_flops_per_token(resolve(c))
-  assert swa < full
+  assert model_flops_per_token(resolve(c)) < full
+
+
+def test_peer_gets_the_same_network_and_batch_as_the_project():
+  cfg = train.shape_config("d256-SSSF")
+  args = dict(zip(train.peer_args(cfg)[::2], train.peer_args(cfg)[1::2]))
+  assert args == {"--d-model": "256", "--layers": "4", "--heads": "4", "--kv-heads": "2",
+                  "--d-ff": str(cfg.model.d_ff), "--vocab": "256", "--window": "128",
+                  "--pattern": "SSSF", "--seq-len": "512", "--batch": "8"}
+  toy = train.shape_config("toy")
+  assert (toy.model.d_model, toy.model.n_layers, toy.model.pattern, toy.model.window,
+          toy.data.seq_len, toy.train.batch_size) == (64, 4, "SF", 32, 256, 8)
+
+
+def test_one_thread_pins_xla_and_every_core_leaves_it_alone(monkeypatch):
+  monkeypatch.delenv("XLA_FLAGS", raising=False)
+  assert "intra_op_parallelism_threads=1" in train.thread_env(1)["XLA_FLAGS"]
+  assert "XLA_FLAGS" not in train.thread_env(0)
+  assert train.thread_env(0)["JAX_PLATFORMS"] == "cpu"
+
+
+def test_ratios_are_taken_within_rounds_then_the_median():
+  rows = [dict(shape="toy", side="project", round=0, tokens_per_s=100.0),
+          dict(shape="toy", side="torch-eager", round=0, tokens_per_s=50.0),
+          dict(shape="toy", side="project", round=1, tokens_per_s=60.0),     # a busy round
+          dict(shape="toy", side="torch-eager", round=1, tokens_per_s=40.0),
+          dict(shape="toy", side="project", round=2, tokens_per_s=90.0),
+          dict(shape="toy", side="torch-eager", round=2, tokens_per_s=100.0)]
+  s = train.summarize(rows)["toy"]
+  assert s["project_over_torch-eager"] == 1.5              # median of 2.0, 1.5, 0.9
+  assert s["project_over_torch-eager_range"] == [0.9, 2.0]
+  assert s["project_tokens_per_s"] == 90
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--shapes", "toy,huge"], "unknown shape(s) huge"),
+    (["--compile-shapes", "nope"], "unknown shape(s) nope"),
+    (["--threads", "3"], "--threads must be 0"),
+    (["--rounds", "0"], "--rounds and --steps must be >= 1"),
+])
+def test_bad_arguments_are_one_line_exit_2(capsys, argv, message):
+  assert cli.main(["train", *argv]) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("hybrid-jax bench train: error: ") and message in err
+  assert len(err.splitlines()) == 1
+
+
+def test_peer_without_torch_says_how_to_install_it(monkeypatch, capsys):
+  monkeypatch.setattr(train, "torch_available", lambda: False)
+  monkeypatch.setattr(train, "project_row", lambda shape, steps, threads, **kw: dict(
+      side="project", shape=shape, tokens_per_s=1.0))
+  assert cli.main(["train", "--peer", "--rounds", "1", "--no-breakdown"]) == 0
+  out = capsys.readouterr().out
+  notes = [l for l in out.splitlines() if "torch is not installed" in l]
+  assert len(notes) == 1 and "pip install torch" in notes[0]
+  assert "torch-eager" not in out
+
+
+def test_profile_splits_the_step_by_model_scope():
+  cfg = train.shape_config("toy")
+  step_fn, state = train.make_step(cfg, donate=False)
+  from hybrid_jax.data import make_source
+  batch = jax.device_put(make_source(cfg).batch(0))
+  jax.block_until_ready(step_fn(state, batch))
+  groups = profile.op_time_by_group(step_fn, state, batch, reps=1)
+  for g in ("attention_full", "attention_swa", "mlp", "head", "loss", "optimizer", "norm"):
+    assert groups.get(g, 0) > 0, (g, groups)
+  named = sum(v for k, v in groups.items() if k != "other")
+  assert named > 0.8 * sum(groups.values()), groups   # nearly every op carries a scope
+
+
+def test_donated_step_matches_and_consumes_its_input():
+  cfg = train.shape_config("toy")
+  from hybrid_jax.data import make_source
+  batch = jax.device_put(make_source(cfg).batch(0))
+  kept_fn, state = train.make_step(cfg, donate=False)
+  kept, m_kept = kept_fn(state, batch)
+  donated_fn, state2 = train.make_step(cfg, donate=True)
+  donated, m_donated = donated_fn(state2, batch)
+  jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)),
+               (kept, m_kept), (donated, m_donated))
+  assert all(x.is_deleted() for x in jax.tree.leaves(state2))
+  assert not any(x.is_deleted() for x in jax.tree.leaves(state))

@@ -1,5 +1,5 @@
-"""``hybrid-jax`` dispatch: ``bench`` keeps its own flags, ``bench data``/``bench eval`` and
-``data`` reach their modules, and ``bench eval`` times one evaluation end to end."""
+"""``hybrid-jax`` dispatch: ``bench`` and its subcommands and ``data`` reach their modules with
+their own flags, and ``bench eval`` times one evaluation end to end."""
 
 import sys
 import types
@@ -16,26 +16,29 @@ def _fake_module(monkeypatch, name, calls):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["bench", "--skip", "training"], ("hybrid_jax.bench", ["--skip", "training"])),
-    (["bench", "data", "--rows", "4"], ("hybrid_jax.data.bench", ["--rows", "4"])),
-    (["bench", "eval", "--reps", "1"], ("hybrid_jax.eval.bench", ["--reps", "1"])),
+    (["bench", "--rounds", "1"], ("hybrid_jax.bench.train", ["--rounds", "1"])),
+    (["bench", "train", "--peer"], ("hybrid_jax.bench.train", ["--peer"])),
+    (["bench", "data", "--rows", "4"], ("hybrid_jax.bench.data", ["--rows", "4"])),
+    (["bench", "eval", "--reps", "1"], ("hybrid_jax.bench.eval", ["--reps", "1"])),
+    (["bench", "mesh"], ("hybrid_jax.bench.mesh", [])),
+    (["bench", "kernels", "--ops", "swa"], ("pallas_kernels.bench", ["--ops", "swa"])),
+    (["bench", "mixers", "--reps", "1"], ("hybrid_jax.bench.mixers", ["--reps", "1"])),
     (["data", "build", "--x"], ("hybrid_jax.data.cli", ["build", "--x"])),
 ])
 def test_commands_reach_their_modules(monkeypatch, argv, expected):
   calls = []
-  for name in ("hybrid_jax.bench", "hybrid_jax.data.bench", "hybrid_jax.eval.bench",
+  for name in ("hybrid_jax.bench.train", "hybrid_jax.bench.data", "hybrid_jax.bench.eval",
+               "hybrid_jax.bench.mesh", "hybrid_jax.bench.mixers", "pallas_kernels.bench",
                "hybrid_jax.data.cli"):
     _fake_module(monkeypatch, name, calls)
-  import hybrid_jax
   import hybrid_jax.data
-  monkeypatch.setattr(hybrid_jax, "bench", sys.modules["hybrid_jax.bench"], raising=False)
   monkeypatch.setattr(hybrid_jax.data, "cli", sys.modules["hybrid_jax.data.cli"], raising=False)
   assert cli.main(argv) == 0
   assert calls == [expected]
 
 
 def test_bench_eval_times_one_checkpoint_of_the_toy_default(capsys):
-  from hybrid_jax.eval import bench
+  from hybrid_jax.bench import eval as bench
   summary = bench.main(["--tasks", "mqar", "--lengths", "96", "--depths", "0.5", "--examples", "2",
                         "--short-rows", "2", "--longppl-length", "96", "--longppl-window", "32",
                         "--longppl-rows", "1", "--reps", "1"])

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from hybrid_jax.data import bench, tasks
+from hybrid_jax.bench import data as bench
+from hybrid_jax.data import tasks
 
 
 def main(argv):

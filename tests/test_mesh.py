@@ -142,7 +142,7 @@ def test_two_processes_train_the_run_one_process_trains(tmp_path, reference):
 
 
 def test_bench_mesh_reports_fsdp_splitting_the_parameter_bytes():
-  from hybrid_jax import mesh_bench
+  from hybrid_jax.bench import mesh as mesh_bench
   one, fsdp8 = mesh_bench.run(1, 1, 1, steps=1), mesh_bench.run(8, 1, 8, steps=1)
   assert fsdp8["devices"] == 8 and fsdp8["step_s"] > 0
   ratio = fsdp8["param_bytes_per_device"] / one["param_bytes_per_device"]

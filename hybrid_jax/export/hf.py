@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from hybrid_jax.data.tokenizer import HF_FILE, tokenizer_file
+from hybrid_jax.errors import UserError
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
   """The run cannot be exported as asked: one line."""
 
 
@@ -272,7 +273,7 @@ def export_hf(workdir, out, step: int | None = None, max_len: int | None = None)
   """``save_hf`` of checkpoint ``step`` (default: latest) of the run in ``workdir``; an
   unsupported pattern, a missing step or an unexportable tokenizer is refused in one line
   before any checkpoint is read."""
-  from hybrid_jax.configs import resolve
+  from hybrid_jax.resolve import resolve
   from hybrid_jax.run import load_config
   from hybrid_jax.loading import load_run
   out = Path(out)

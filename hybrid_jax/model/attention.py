@@ -69,6 +69,11 @@ class Attention(nnx.Module):
     return q, k, v
 
   def __call__(self, x_BxTxD):
+    kind = "full" if self.local_heads == 0 else "swa" if self.local_heads == self.n_heads else "headwise"
+    with jax.named_scope(f"attention_{kind}"):   # labels the ops in profiles
+      return self._attention(x_BxTxD)
+
+  def _attention(self, x_BxTxD):
     b, t, _ = x_BxTxD.shape
     q, k, v = self.qkv(x_BxTxD)
     attend = lambda q, k, v, w: swa_api.sliding_window_attention(

@@ -16,9 +16,10 @@ class SwiGLU(nnx.Module):
 
   def __call__(self, x_BxTxD):
     # 2-D matmuls: XLA:CPU computes the weight gradients of [B*T, D] inputs ~2x faster.
-    x_NxD = x_BxTxD.reshape(-1, x_BxTxD.shape[-1])
-    y_NxD = self.down(jax.nn.silu(self.gate(x_NxD)) * self.up(x_NxD))
-    return y_NxD.reshape(x_BxTxD.shape)
+    with jax.named_scope("mlp"):   # named scopes label the ops in profiles (hybrid-jax bench train)
+      x_NxD = x_BxTxD.reshape(-1, x_BxTxD.shape[-1])
+      y_NxD = self.down(jax.nn.silu(self.gate(x_NxD)) * self.up(x_NxD))
+      return y_NxD.reshape(x_BxTxD.shape)
 
 
 class Block(nnx.Module):
@@ -31,8 +32,12 @@ class Block(nnx.Module):
     self.mlp = SwiGLU(m.d_model, m.d_ff, dtype, rngs)
 
   def __call__(self, x_BxTxD):
-    x_BxTxD = x_BxTxD + self.mixer(self.mixer_norm(x_BxTxD))
-    return x_BxTxD + self.mlp(self.mlp_norm(x_BxTxD))
+    with jax.named_scope("norm"):
+      h_BxTxD = self.mixer_norm(x_BxTxD)
+    x_BxTxD = x_BxTxD + self.mixer(h_BxTxD)
+    with jax.named_scope("norm"):
+      h_BxTxD = self.mlp_norm(x_BxTxD)
+    return x_BxTxD + self.mlp(h_BxTxD)
 
   def step(self, x_Bx1xD, cache, pos):
     y, cache = self.mixer.step(self.mixer_norm(x_Bx1xD), cache, pos)
@@ -57,12 +62,14 @@ class LM(nnx.Module):
       self.head = nnx.Linear(m.d_model, m.vocab_size, use_bias=False, dtype=dtype, rngs=rngs)
 
   def _logits(self, x_BxTxD):
-    x_BxTxD = self.final_norm(x_BxTxD)
-    logits_BxTxV = self.embed.attend(x_BxTxD) if self.tie_embeddings else self.head(x_BxTxD)
-    return logits_BxTxV.astype(jnp.float32)
+    with jax.named_scope("head"):
+      x_BxTxD = self.final_norm(x_BxTxD)
+      logits_BxTxV = self.embed.attend(x_BxTxD) if self.tie_embeddings else self.head(x_BxTxD)
+      return logits_BxTxV.astype(jnp.float32)
 
   def __call__(self, tokens_BxT):
-    x_BxTxD = self.embed(tokens_BxT)
+    with jax.named_scope("embed"):
+      x_BxTxD = self.embed(tokens_BxT)
     for block in self.blocks:
       x_BxTxD = block(x_BxTxD)
     return self._logits(x_BxTxD)

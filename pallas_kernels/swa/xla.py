@@ -82,9 +82,11 @@ def _softmax_attend(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale, out_dtype):
 
 
 def causal_block_size(t: int) -> int:
-  """Query blocks of >= 128 rows, at most 16 of them: skipping the key blocks above the
-  diagonal saves (N - 1) / 2N of the work, and few blocks keep the program small."""
-  return max(128, -(-t // 16))
+  """Query blocks of >= 64 rows, at most 16 of them: skipping the key blocks above the
+  diagonal saves (N - 1) / 2N of the work, and few blocks keep the program small. 64 rather
+  than 128: at T = 256..512 (the toy shapes) the smaller blocks' score tiles stay in cache
+  and the causal saving grows; fwd+bwd measured 20-30% faster on XLA:CPU."""
+  return max(64, -(-t // 16))
 
 
 def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,

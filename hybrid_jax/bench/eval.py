@@ -35,6 +35,7 @@ def main(argv=None) -> dict:
   p.add_argument("--reps", type=int, default=2)
   args = p.parse_args(argv)
 
+  from hybrid_jax.bench.timing import wall_times
   from hybrid_jax.resolve import resolve
   from hybrid_jax.configs.default import get_config
   from hybrid_jax.eval.evaluate import Evaluator, check_settings
@@ -58,11 +59,7 @@ def main(argv=None) -> dict:
   evaluator = Evaluator(cfg, graphdef, rest)
   evaluator(state["params"])
   first = time.perf_counter() - t0
-  times = []
-  for _ in range(args.reps):
-    t0 = time.perf_counter()
-    evaluator(state["params"])
-    times.append(time.perf_counter() - t0)
+  times = wall_times(lambda: evaluator(state["params"]), args.reps, warmup=0)
   steady = statistics.median(times) if times else float("nan")
   tokens = _tokens_scored(settings)
   summary = dict(model=f"{cfg.model.size} {cfg.model.pattern} w={cfg.model.window}",

@@ -13,7 +13,7 @@ import sys
 PROBE = """
 import json, time
 import jax, numpy as np
-from hybrid_jax.bench import median_step_seconds
+from hybrid_jax.bench.train import project_step_seconds
 from hybrid_jax.resolve import resolve
 from hybrid_jax.configs.default import get_config
 from hybrid_jax.train import sharding
@@ -29,7 +29,7 @@ def bytes_on_dev0(tree):
                  if s.device == dev0))
 params_b, state_b = bytes_on_dev0(state["params"]), bytes_on_dev0(state)
 del state
-step_s = median_step_seconds(cfg, {steps}, mesh=mesh)
+step_s = project_step_seconds(cfg, {steps}, mesh=mesh)
 print(json.dumps(dict(devices=jax.device_count(), mesh=[{data}, {fsdp}], step_s=step_s,
                       param_bytes_per_device=params_b, state_bytes_per_device=state_b)))
 """

@@ -15,11 +15,9 @@ TARGET_RATIO = 10.0
 
 def train_tokens_per_s(steps: int = 4) -> float:
   """Median tokens/s of compiled train steps of the toy default config."""
-  from hybrid_jax.bench import median_step_seconds
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.configs.default import get_config
-  cfg = resolve(get_config())
-  return cfg.train.batch_size * cfg.data.seq_len / median_step_seconds(cfg, steps)
+  from hybrid_jax.bench.train import project_step_seconds, shape_config
+  cfg = shape_config("toy")
+  return cfg.train.batch_size * cfg.data.seq_len / project_step_seconds(cfg, steps)
 
 
 def rate(make, tokens_each: int, seconds: float, min_reps: int = 3) -> tuple[float, float]:

@@ -1,0 +1,301 @@
+"""``hybrid-jax bench train``: training tokens/s per shape, where the step's time goes, and
+(``--peer``) the ratio to the same network in PyTorch, run interleaved on the same cores.
+
+Every measurement runs in its own process (``--worker``), so the project and the peer get
+the same thread count (``--threads``: XLA's intra-op threads and torch's) and neither warms
+the other's caches; rounds alternate project, torch eager, torch.compile, and each ratio is
+taken within a round, so a shared machine's load shifts both sides alike. The reported
+ratio is the median over rounds.
+
+The breakdown (``--breakdown``, in the first round's project worker) splits the compiled
+step's op time by the named scopes the model sets (``bench.profile``), scaled to the step's
+wall time, and times the host-side work the training loop does between steps: building
+the batch, putting it on the device, fetching metrics at a log step, the checkpoint check.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from hybrid_jax.bench import BenchError
+
+PEER_MODULE = "hybrid_jax.bench.torch_peer"
+
+# Shapes of the toy family (config overrides of the toy default).
+_D256 = {"model.size": "custom", "model.d_model": 256, "model.n_layers": 4, "model.n_heads": 4,
+         "model.n_kv_heads": 2, "model.window": 128, "data.seq_len": 512}
+SHAPES = {
+    "toy": {},                                             # d64, 4 layers, SF, w32, T256, B8
+    "toy-8L": {"model.n_layers": 8},
+    "toy-SSSF": {"model.pattern": "SSSF"},
+    "toy-B4": {"train.batch_size": 4},
+    "d256": _D256,                                         # d256, 4 layers, SF, w128, T512, B8
+    "d256-SSSF": {**_D256, "model.pattern": "SSSF"},
+    "d256-B4": {**_D256, "train.batch_size": 4},
+}
+DEFAULT_SHAPES = "toy,d256"
+
+
+def shape_config(name: str):
+  """The resolved config of a named shape."""
+  from hybrid_jax.resolve import resolve
+  from hybrid_jax.configs.default import get_config
+  c = get_config()
+  for key, value in SHAPES[name].items():
+    section, field = key.split(".")
+    c[section][field] = value
+  return resolve(c)
+
+
+def peer_args(cfg) -> list[str]:
+  """The torch peer's flags for the same network and batch."""
+  m = cfg.model
+  return ["--d-model", str(m.d_model), "--layers", str(m.n_layers), "--heads", str(m.n_heads),
+          "--kv-heads", str(m.n_kv_heads), "--d-ff", str(m.d_ff), "--vocab", str(m.vocab_size),
+          "--window", str(m.window), "--pattern", m.pattern, "--seq-len", str(cfg.data.seq_len),
+          "--batch", str(cfg.train.batch_size)]
+
+
+def thread_env(threads: int) -> dict:
+  """Environment of a worker: CPU only, and one XLA thread when ``threads == 1`` (XLA:CPU
+  otherwise uses every core, as torch does by default)."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  if threads == 1:
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+                        " intra_op_parallelism_threads=1").strip()
+  return env
+
+
+def torch_available() -> bool:
+  import importlib.util
+  return importlib.util.find_spec("torch") is not None
+
+
+# --- the worker: runs in its own process ---------------------------------------------------
+
+def make_step(cfg, donate: bool = True, mesh=None):
+  """(jitted train step, initial state) of a resolved config; sharded over ``mesh`` if given."""
+  from hybrid_jax.train import sharding
+  from hybrid_jax.train.loop import init_state
+  from hybrid_jax.train.step import make_train_step
+  graphdef, rest, state, tx, _ = init_state(cfg, mesh)
+  shardings = sharding.state_shardings(mesh, state) if mesh is not None else None
+  return make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=shardings,
+                         donate=donate), state
+
+
+def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> float:
+  """Median wall time of ``steps`` train steps after one compile step, batches already on
+  the device(s) (the loop's data work is timed apart, in ``host_seconds``)."""
+  import jax
+  from hybrid_jax.bench.timing import median_seconds
+  from hybrid_jax.data import make_source
+  from hybrid_jax.train import sharding
+  step_fn, state = make_step(cfg, donate, mesh)
+  source = make_source(cfg)
+  put = (lambda b: sharding.global_batch(mesh, b)) if mesh is not None else jax.device_put
+  batches = [put(source.batch(s)) for s in range(steps + 1)]
+  carry = dict(state=state, i=0)
+
+  def one_step():
+    carry["state"], metrics = step_fn(carry["state"], batches[carry["i"] % len(batches)])
+    carry["i"] += 1
+    return metrics
+  return median_seconds(one_step, reps=steps)
+
+
+def host_seconds(cfg, reps: int = 20) -> dict:
+  """Median seconds of the host-side work of one training-loop step (loop.py's order)."""
+  import tempfile
+  import jax
+  from hybrid_jax.bench.timing import median_seconds
+  from hybrid_jax.data import make_source
+  from hybrid_jax.train import sharding
+  from hybrid_jax.train.checkpoint import Checkpointer
+  step_fn, state = make_step(cfg)
+  source = make_source(cfg)
+  mesh = sharding.make_mesh(cfg.mesh)
+  counter = iter(range(10 ** 9))
+  out = dict(data_batch=median_seconds(lambda: source.batch(next(counter)), reps),
+             device_put=median_seconds(lambda: sharding.global_batch(mesh, source.batch(0)), reps))
+  out["device_put"] = max(out["device_put"] - out["data_batch"], 0.0)
+  state, metrics = step_fn(state, jax.device_put(source.batch(0)))
+  fetch = median_seconds(lambda: {k: float(v) for k, v in jax.device_get(metrics).items()}, reps)
+  out["metrics_per_step"] = fetch / cfg.train.log_every      # fetched at log steps only
+  with tempfile.TemporaryDirectory() as d:
+    ckpt = Checkpointer(os.path.join(d, "checkpoints"), cfg.checkpoint, cfg.derived.steps)
+    off_steps = iter(s for s in range(2, 10 ** 9) if s % cfg.checkpoint.every and s & (s - 1))
+    out["checkpoint_check"] = median_seconds(lambda: ckpt.save(next(off_steps), state), reps, 0)
+    ckpt.close()
+  return out
+
+
+def breakdown(cfg, step_s: float) -> dict:
+  """Milliseconds per step by op group (op-time shares scaled to the wall step) and of the
+  host-side work between steps."""
+  import jax
+  from hybrid_jax.bench.profile import op_time_by_group
+  from hybrid_jax.data import make_source
+  step_fn, state = make_step(cfg, donate=False)   # profiled repeatedly on the same state
+  batch = jax.device_put(make_source(cfg).batch(0))
+  jax.block_until_ready(step_fn(state, batch))
+  groups = op_time_by_group(step_fn, state, batch)
+  total = sum(groups.values())
+  device = {g: round(1e3 * step_s * t / total, 2) for g, t in groups.items()}
+  host = {k: round(1e3 * v, 3) for k, v in host_seconds(cfg).items()}
+  return dict(device_ms=device, host_ms=host)
+
+
+def model_flops_per_s(cfg, step_s: float) -> float:
+  from hybrid_jax.model.flops import model_flops_per_token
+  return model_flops_per_token(cfg) * cfg.train.batch_size * cfg.data.seq_len / step_s
+
+
+def worker(argv) -> dict:
+  """One project measurement: prints and returns a JSON row."""
+  p = argparse.ArgumentParser()
+  p.add_argument("--shape", required=True)
+  p.add_argument("--steps", type=int, default=10)
+  p.add_argument("--no-donate", action="store_true")
+  p.add_argument("--breakdown", action="store_true")
+  a = p.parse_args(argv)
+  import jax
+  cfg = shape_config(a.shape)
+  step_s = project_step_seconds(cfg, a.steps, donate=not a.no_donate)
+  tokens = cfg.train.batch_size * cfg.data.seq_len
+  row = dict(side="project" + ("-no-donate" if a.no_donate else ""), shape=a.shape,
+             threads=1 if "intra_op_parallelism_threads=1" in os.environ.get("XLA_FLAGS", "")
+             else os.cpu_count(), step_s=step_s, tokens_per_s=tokens / step_s)
+  if a.breakdown:
+    from hybrid_jax.bench.timing import matmul_peak_flops
+    row["mfu"] = model_flops_per_s(cfg, step_s) / matmul_peak_flops(1024, reps=5)
+    row.update(breakdown(cfg, step_s))
+  print(json.dumps(row), flush=True)
+  jax.clear_caches()
+  return row
+
+
+# --- the driver: interleaved rounds of subprocesses ------------------------------------------
+
+def _run(cmd, env, what) -> dict:
+  r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+  lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+  if r.returncode or not lines:
+    tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+    raise BenchError(f"{what} failed: {tail}")
+  return json.loads(lines[-1])
+
+
+def project_row(shape, steps, threads, *, donate=True, breakdown_=False) -> dict:
+  cmd = [sys.executable, "-m", "hybrid_jax.bench.train", "--worker", "--shape", shape,
+         "--steps", str(steps)] + (["--no-donate"] if not donate else []) + (
+             ["--breakdown"] if breakdown_ else [])
+  return _run(cmd, thread_env(threads), f"project worker ({shape})")
+
+
+def peer_row(shape, steps, threads, mode) -> dict:
+  cfg = shape_config(shape)
+  cmd = [sys.executable, "-m", PEER_MODULE, *peer_args(cfg), "--steps", str(steps),
+         "--mode", mode, "--threads", str(threads or os.cpu_count())]
+  row = _run(cmd, thread_env(threads), f"torch {mode} peer ({shape})")
+  return dict(row, shape=shape, side=f"torch-{mode}")
+
+
+def _median(xs):
+  xs = sorted(xs)
+  n = len(xs)
+  return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+def _parser():
+  p = argparse.ArgumentParser(prog="hybrid-jax bench train", description=__doc__.splitlines()[0])
+  p.add_argument("--shapes", default=DEFAULT_SHAPES,
+                 help=f"comma-separated, or 'all': {', '.join(SHAPES)}")
+  p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (ratios: median)")
+  p.add_argument("--steps", type=int, default=10, help="timed steps per measurement (median)")
+  p.add_argument("--threads", type=int, default=0,
+                 help="threads of both sides: 1, or 0 for every core (default)")
+  p.add_argument("--peer", action="store_true", help="also time the PyTorch peer (needs torch)")
+  p.add_argument("--compile-shapes", default="d256",
+                 help="shapes also timed under torch.compile with --peer ('' for none)")
+  p.add_argument("--donation", action="store_true",
+                 help="also time the step without buffer donation (its effect)")
+  p.add_argument("--no-breakdown", action="store_true", help="skip the per-op profile")
+  p.add_argument("--json", default=None, help="also write every row and ratio to this file")
+  return p
+
+
+def main(argv=None) -> int:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if argv[:1] == ["--worker"]:
+    worker(argv[1:])
+    return 0
+  a = _parser().parse_args(argv)
+  shapes = list(SHAPES) if a.shapes == "all" else [s for s in a.shapes.split(",") if s]
+  compiled = [s for s in a.compile_shapes.split(",") if s]
+  unknown = sorted(set(shapes + compiled) - set(SHAPES))
+  if unknown or not shapes:
+    raise BenchError(f"unknown shape(s) {', '.join(unknown) or '(none given)'}; "
+                     f"known: {', '.join(SHAPES)}")
+  if a.threads not in (0, 1):
+    raise BenchError(f"--threads must be 0 (every core) or 1; got {a.threads}")
+  if a.rounds < 1 or a.steps < 1:
+    raise BenchError("--rounds and --steps must be >= 1")
+  peer = a.peer
+  if peer and not torch_available():
+    print("# --peer: torch is not installed; install the CPU wheel to compare: "
+          "pip install torch --index-url https://download.pytorch.org/whl/cpu", flush=True)
+    peer = False
+  print(f"# bench train: shapes {','.join(shapes)}, {a.rounds} round(s) x {a.steps} steps, "
+        f"threads {a.threads or os.cpu_count()} on both sides", flush=True)
+  rows = []
+  for r in range(a.rounds):
+    for shape in shapes:
+      sides = [lambda: project_row(shape, a.steps, a.threads,
+                                   breakdown_=r == 0 and not a.no_breakdown)]
+      if a.donation:
+        sides.append(lambda: project_row(shape, a.steps, a.threads, donate=False))
+      if peer:
+        sides.append(lambda: peer_row(shape, a.steps, a.threads, "eager"))
+        if shape in compiled:
+          sides.append(lambda: peer_row(shape, a.steps, a.threads, "compile"))
+      for side in sides:
+        row = dict(side(), round=r)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+  summary = summarize(rows)
+  print("# summary: median over rounds of each within-round ratio")
+  print(json.dumps(summary, indent=2), flush=True)
+  if a.json:
+    from hybrid_jax.train.rundir import atomic_write_text
+    atomic_write_text(a.json, json.dumps(dict(rows=rows, summary=summary), indent=1))
+  return 0
+
+
+def summarize(rows) -> dict:
+  """Per shape: the project's median tokens/s and, per other side, the median over rounds
+  of project tokens/s over that side's (measured in the same round)."""
+  out = {}
+  for shape in dict.fromkeys(r["shape"] for r in rows):
+    mine = [r for r in rows if r["shape"] == shape]
+    proj = {r["round"]: r["tokens_per_s"] for r in mine if r["side"] == "project"}
+    entry = dict(project_tokens_per_s=round(_median(list(proj.values()))))
+    for side in dict.fromkeys(r["side"] for r in mine if r["side"] != "project"):
+      ratios = [proj[r["round"]] / r["tokens_per_s"] for r in mine
+                if r["side"] == side and r["round"] in proj]
+      entry[f"{side}_tokens_per_s"] = round(_median([r["tokens_per_s"] for r in mine
+                                                     if r["side"] == side]))
+      entry[f"project_over_{side}"] = round(_median(ratios), 3)
+      entry[f"project_over_{side}_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
+    out[shape] = entry
+  return out
+
+
+if __name__ == "__main__":
+  try:
+    sys.exit(main())
+  except BenchError as e:
+    print(f"hybrid-jax bench train: error: {e}", file=sys.stderr)
+    sys.exit(2)
