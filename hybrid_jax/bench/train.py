@@ -78,7 +78,7 @@ def torch_available() -> bool:
 def make_step(cfg, donate: bool = True, mesh=None):
   """(jitted train step, initial state) of a resolved config; sharded over ``mesh`` if given."""
   from hybrid_jax.train import sharding
-  from hybrid_jax.train.loop import init_state
+  from hybrid_jax.train.state import init_state
   from hybrid_jax.train.step import make_train_step
   graphdef, rest, state, tx, _ = init_state(cfg, mesh)
   shardings = sharding.state_shardings(mesh, state) if mesh is not None else None
@@ -269,7 +269,7 @@ def main(argv=None) -> int:
   print("# summary: median over rounds of each within-round ratio")
   print(json.dumps(summary, indent=2), flush=True)
   if a.json:
-    from hybrid_jax.train.rundir import atomic_write_text
+    from hybrid_jax.run import atomic_write_text
     atomic_write_text(a.json, json.dumps(dict(rows=rows, summary=summary), indent=1))
   return 0
 
