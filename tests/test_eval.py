@@ -39,7 +39,7 @@ def _kv_recall_tasks():
 
   def make_example(name, *, length, depth, seed, index, tokenizer=None, corpus=None):
     rng = np.random.default_rng([seed, index, length])
-    words, lengths, probs = syn._lexicon()
+    words, lengths, probs = syn.lexicon()
     ids = rng.choice(len(probs), size=length, p=probs)
     tokens = np.concatenate([words[i][:lengths[i]] for i in ids])[:length].astype(np.int32)
     key, value = rng.choice(syn.KEYS), rng.choice(syn.VALUES)
