@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hybrid_jax.run import RunDir
+from hybrid_jax.run import RunDir, architecture_label
 
 
 class StudyInputError(ValueError):
@@ -51,7 +51,7 @@ class StudyRun:
 
   @property
   def label(self) -> str:
-    return label(self.model)
+    return architecture_label(self.model)     # "F", "SF w=4", "SF w=4 NoPE-full"
 
   def matches(self, **where) -> bool:
     """``size="toy-xs", pattern="SF", window=4, pos_full="rope", seed=0, budget=30.0``."""
@@ -74,14 +74,6 @@ class StudyRun:
     return max(0.0, end - first.stat().st_mtime)
 
 
-def label(model: dict) -> str:
-  """"F", "SF w=4", "SF w=4 NoPE-full", "LF": the architecture as the reports name it."""
-  out = model["pattern"]
-  if any(ch in model["pattern"] for ch in "SH"):
-    out += f" w={model['window']}"
-  if model.get("pos_full") == "nope" and "F" in model["pattern"]:
-    out += " NoPE-full"
-  return out
 
 
 def load_runs(root) -> list[StudyRun]:
