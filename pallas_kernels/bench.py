@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pallas_kernels import targets
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
 from pallas_kernels.swa import api as swa_api
@@ -173,7 +174,6 @@ def gradient_temp_bytes(op: str, topology: str, t: int, b=1, h=4, dk=128, dv=128
   """Temporary memory (bytes, per device) of the compiled forward+backward of one recurrent op
   with the kernel ``auto`` picks for ``topology``, compiled deviceless
   (``pallas_kernels.targets``) and read from ``compiled.memory_analysis()``."""
-  from pallas_kernels import targets
   mesh = targets.mesh(topology)
   x = lambda d: targets.abstract((b, t, h, d), dtype, mesh)
   gates = targets.abstract((b, t, h), jnp.float32, mesh)
@@ -233,7 +233,6 @@ def main(argv=None):
                       "--lengths (default 4096,16384), B=1, H=4, K=V=128, bf16")
   args = p.parse_args(argv)
   if args.memory:
-    from pallas_kernels import targets
     try:
       targets.parse(args.memory)
       reason = targets.missing(targets.platform(args.memory))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hybrid_jax.run import RunDir, architecture_label
+from hybrid_jax.run import RunDir, architecture_label, atomic_write_text
 
 
 class StudyInputError(ValueError):
@@ -234,6 +234,5 @@ def save_figure(fig, path) -> str:
 
 def write_report(path, text: str):
   """REPORT.md, written atomically (a crash mid-write leaves the previous report whole)."""
-  from hybrid_jax.run import atomic_write_text
   Path(path).parent.mkdir(parents=True, exist_ok=True)
   atomic_write_text(path, text)

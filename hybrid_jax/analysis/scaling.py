@@ -20,6 +20,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import huber
 
+from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.errors import UserError
 
 FORMULAS = ("no_constant", "with_constant")
@@ -188,9 +189,7 @@ def plot(fit_: Fit, points: Points, out: Path, held_out_n=None):
 
 def main(argv):
   import json
-  import sys
 
-  from hybrid_jax.cli_args import ArgumentParser
   p = ArgumentParser(prog="hybrid-jax fit-scaling", description="Fit a scaling law L(N, D) to a "
                      "collected table.", epilog=__doc__)
   p.add_argument("table", help="a collected sweep table (CSV/TSV) or the paper authors' TSV")

@@ -12,6 +12,12 @@ import json
 import statistics
 import time
 
+from hybrid_jax.bench.timing import wall_times
+from hybrid_jax.configs.default import get_config
+from hybrid_jax.eval.evaluate import Evaluator, check_settings
+from hybrid_jax.resolve import resolve
+from hybrid_jax.train.state import init_params
+
 
 def _tokens_scored(settings) -> int:
   """Tokens through the model per checkpoint (forward passes, padding rows excluded)."""
@@ -35,11 +41,6 @@ def main(argv=None) -> dict:
   p.add_argument("--reps", type=int, default=2)
   args = p.parse_args(argv)
 
-  from hybrid_jax.bench.timing import wall_times
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.configs.default import get_config
-  from hybrid_jax.eval.evaluate import Evaluator, check_settings
-  from hybrid_jax.train.state import init_params
   cfg = get_config()
   e = cfg.eval
   if args.tasks is not None:

@@ -15,14 +15,15 @@ hash of its id, so adding documents never moves the others between splits.
 import contextlib
 import glob
 import hashlib
-import json
 import itertools
+import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from hybrid_jax.data import text as T
+from hybrid_jax.data.rst import rst_to_text
 from hybrid_jax.errors import UserError
 from hybrid_jax.run import atomic_write_text
 
@@ -51,7 +52,6 @@ def python_docs_dir() -> Path:
 
 
 def python_docs_documents():
-  from hybrid_jax.data.rst import rst_to_text
   root = python_docs_dir()
   for path in sorted(root.rglob("*.rst.txt")):
     text = T.clean_document(rst_to_text(path.read_text(encoding="utf-8", errors="replace")))

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hybrid_jax.run import atomic_write_bytes
+
 BYTE = "byte"
 SENTENCEPIECE_FILE = "tokenizer.model"
 HF_FILE = "tokenizer.json"
@@ -127,7 +129,6 @@ def train_bpe(texts, out_dir: str | os.PathLike, *, vocab_size: int = 32000) -> 
   Id 0 is ``<|endoftext|>``, the document separator; ids 1-256 cover every byte."""
   from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-  from hybrid_jax.run import atomic_write_bytes
   tok = Tokenizer(models.BPE())
   tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
   tok.decoder = decoders.ByteLevel()
@@ -150,7 +151,6 @@ def train_sentencepiece(texts, out_dir: str | os.PathLike, *, vocab_size: int = 
   import io
 
   import sentencepiece as spm
-  from hybrid_jax.run import atomic_write_bytes
 
   def lines():
     n = 0

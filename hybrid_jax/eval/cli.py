@@ -7,8 +7,10 @@ settings take about 40 s to 5 min per checkpoint of a toy run on a laptop CPU; s
 README for the settings that make it fast.
 """
 
-from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.cli_args import ArgumentParser, unset, unset_overrides
 from hybrid_jax.errors import UserError, one_line
+from hybrid_jax.eval.evaluate import evaluate_run
+from hybrid_jax.run import load_config
 
 PROG = "hybrid-jax eval"
 
@@ -28,8 +30,6 @@ def parse_eval_flags(argv: list[str]):
   from absl import flags
   from ml_collections import config_flags
 
-  from hybrid_jax.run import load_config
-  from hybrid_jax.cli_args import unset, unset_overrides
   args, rest = _parser().parse_known_args(argv)
   for a in rest:
     if not a.startswith("--config.eval."):
@@ -53,7 +53,6 @@ def parse_eval_flags(argv: list[str]):
 
 def main(argv) -> int:
   config, workdir, force = parse_eval_flags(argv)
-  from hybrid_jax.eval.evaluate import evaluate_run
   try:
     evaluate_run(workdir, config, force=force)
   except ImportError as e:

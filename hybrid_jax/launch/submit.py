@@ -11,9 +11,10 @@ from pathlib import Path
 
 from hybrid_jax.launch import grid
 from hybrid_jax.launch.grid import SweepError
-from hybrid_jax.run import LAUNCH_FILE
+from hybrid_jax.launch.local import default_parallel, run_local
+from hybrid_jax.launch.slurm import run_slurm
 from hybrid_jax.model.flops import model_flops_per_token
-from hybrid_jax.run import RunDir, atomic_write_text, config_diff
+from hybrid_jax.run import LAUNCH_FILE, RunDir, atomic_write_text, config_diff
 
 
 def dry_run_table(runs) -> str:
@@ -95,11 +96,9 @@ def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, o
     return invalid
   cache_dir = root / ".xla_cache"
   if backend == "local":
-    from hybrid_jax.launch.local import default_parallel, run_local
     return invalid | run_local(pending, parallel=parallel or default_parallel(), cache_dir=cache_dir,
                                log=log)
   if backend == "slurm":
-    from hybrid_jax.launch.slurm import run_slurm
     return invalid | run_slurm(pending, {**sweep.slurm, **(slurm or {})}, root=root,
                                cache_dir=cache_dir, log=log, wait=wait)
   raise SweepError(f"--backend must be local or slurm, got {backend!r}")

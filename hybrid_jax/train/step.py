@@ -5,6 +5,8 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from hybrid_jax.train import sharding
+
 
 def lm_loss(logits_BxTxV, targets_BxT, answer_mask_BxT):
   """Mean next-token loss (one-hot form: its backward is far cheaper than a gather's on CPU),
@@ -42,7 +44,6 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, dona
   donate_argnums = (0,) if donate else ()
   if mesh is None:
     return jax.jit(train_step, donate_argnums=donate_argnums)
-  from hybrid_jax.train import sharding
   return jax.jit(train_step, in_shardings=(state_shardings, sharding.batch_sharding(mesh)),
                  out_shardings=(state_shardings, sharding.replicated(mesh)),
                  donate_argnums=donate_argnums)

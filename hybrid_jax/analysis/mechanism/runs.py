@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 from flax import nnx
 
+from hybrid_jax.data import task_families
 from hybrid_jax.eval.checkpoints import EvalInputError, RunModels
-from hybrid_jax.run import checkpoint_steps, load_config
-from hybrid_jax.run import atomic_write_bytes, atomic_write_text
+from hybrid_jax.eval.retrieval import task_inputs
+from hybrid_jax.run import atomic_write_bytes, atomic_write_text, checkpoint_steps, load_config
 
 DEFAULT_TASK = "niah_single_filler"
 
@@ -68,8 +69,6 @@ class Run:
 def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0, seed=None):
   """``samples`` examples of ``task`` at depths spread evenly over (0, 1), indices 0..N-1
   at ``eval.seed``: the same inputs for every run and checkpoint."""
-  from hybrid_jax.data import task_families
-  from hybrid_jax.eval.retrieval import task_inputs
   tokenizer, corpus = task_inputs(cfg)
   seed = cfg.eval.seed if seed is None else seed
   return [task_families.make_example(task, length=length, depth=(i + 0.5) / samples, seed=seed, index=i,
@@ -78,7 +77,6 @@ def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0,
 
 
 def check_task(task: str, length: int, n_classes: int = 0):
-  from hybrid_jax.data import task_families
   try:
     task_families.family(task)
   except ValueError as e:
