@@ -11,6 +11,9 @@ import dataclasses
 import datetime
 import json
 import math
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -202,9 +205,6 @@ def band_figure(ax, groups: dict, *, ylabel: str, chance: float | None = None, l
 def cli(*args, check: bool = True) -> float:
   """Run ``hybrid-jax ARGS...`` in a child process (what a user would type; a child's
   memory goes back when it ends) and return its wall time in seconds."""
-  import subprocess
-  import sys
-  import time
   t0 = time.monotonic()
   result = subprocess.run([sys.executable, "-m", "hybrid_jax.cli", *map(str, args)])
   if check and result.returncode != 0:
@@ -223,7 +223,7 @@ def train_minutes(runs, workers: int = 2) -> tuple[float, float]:
 
 def save_figure(fig, path) -> str:
   """Write a PNG next to the report and return its file name for a markdown link."""
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt   # lazy: matplotlib costs ~0.7 s at import; only figure writers need it
   path = Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   fig.tight_layout()

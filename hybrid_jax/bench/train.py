@@ -14,10 +14,14 @@ the batch, putting it on the device, fetching metrics at a log step, the checkpo
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import tempfile
+
+import jax
 
 from hybrid_jax.bench import BenchError
 from hybrid_jax.bench.profile import op_time_by_group
@@ -78,7 +82,6 @@ def thread_env(threads: int) -> dict:
 
 
 def torch_available() -> bool:
-  import importlib.util
   return importlib.util.find_spec("torch") is not None
 
 
@@ -95,7 +98,6 @@ def make_step(cfg, donate: bool = True, mesh=None):
 def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> float:
   """Median wall time of ``steps`` train steps after one compile step, batches already on
   the device(s) (the loop's data work is timed apart, in ``host_seconds``)."""
-  import jax
   step_fn, state = make_step(cfg, donate, mesh)
   source = make_source(cfg)
   put = (lambda b: sharding.global_batch(mesh, b)) if mesh is not None else jax.device_put
@@ -111,8 +113,6 @@ def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> flo
 
 def host_seconds(cfg, reps: int = 20) -> dict:
   """Median seconds of the host-side work of one training-loop step (loop.py's order)."""
-  import tempfile
-  import jax
   step_fn, state = make_step(cfg)
   source = make_source(cfg)
   mesh = sharding.make_mesh(cfg.mesh)
@@ -134,7 +134,6 @@ def host_seconds(cfg, reps: int = 20) -> dict:
 def breakdown(cfg, step_s: float) -> dict:
   """Milliseconds per step by op group (op-time shares scaled to the wall step) and of the
   host-side work between steps."""
-  import jax
   step_fn, state = make_step(cfg, donate=False)   # profiled repeatedly on the same state
   batch = jax.device_put(make_source(cfg).batch(0))
   jax.block_until_ready(step_fn(state, batch))
@@ -157,7 +156,6 @@ def worker(argv) -> dict:
   p.add_argument("--no-donate", action="store_true")
   p.add_argument("--breakdown", action="store_true")
   a = p.parse_args(argv)
-  import jax
   cfg = shape_config(a.shape)
   step_s = project_step_seconds(cfg, a.steps, donate=not a.no_donate)
   tokens = cfg.train.batch_size * cfg.data.seq_len

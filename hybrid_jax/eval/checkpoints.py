@@ -6,7 +6,7 @@ import jax
 from hybrid_jax.errors import UserError
 from hybrid_jax.resolve import resolve
 from hybrid_jax.run import RunDir, checkpoint_steps, load_config
-from hybrid_jax.run.checkpoints import open_read_only, restore_params
+from hybrid_jax.run.restore import open_read_only, restore_params
 from hybrid_jax.train.state import abstract_model
 
 

@@ -7,6 +7,9 @@ settings take about 40 s to 5 min per checkpoint of a toy run on a laptop CPU; s
 README for the settings that make it fast.
 """
 
+from absl import flags
+from ml_collections import config_flags
+
 from hybrid_jax.cli_args import ArgumentParser, unset, unset_overrides
 from hybrid_jax.errors import UserError, one_line
 from hybrid_jax.eval.evaluate import evaluate_run
@@ -27,8 +30,6 @@ def _parser():
 
 def parse_eval_flags(argv: list[str]):
   """(config, workdir, force): the run's config with the eval overrides applied."""
-  from absl import flags
-  from ml_collections import config_flags
 
   args, rest = _parser().parse_known_args(argv)
   for a in rest:

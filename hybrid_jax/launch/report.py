@@ -1,6 +1,8 @@
 """``sweep status``: a table of runs, read only from the run directories, so it works on any
 sweep, however it ran (``sweep collect`` is ``hybrid_jax.run.collect``)."""
 
+import os
+import socket
 from pathlib import Path
 
 from hybrid_jax.run import RunDir, run_dirs
@@ -18,8 +20,6 @@ def _long_score(record: dict):
 
 def _alive(status: dict) -> bool:
   """Whether the trainer process a launcher started on this host still runs."""
-  import os
-  import socket
   if status.get("pid") is None or status.get("host") != socket.gethostname():
     return False
   try:
@@ -34,7 +34,6 @@ def _alive(status: dict) -> bool:
 def live_state(run: RunDir, status: dict) -> tuple[str, str | None]:
   """(state, error) as shown: a run marked running whose trainer is gone (no lock holder,
   no live starting process) is "stale", e.g. after a SIGKILL or the OOM killer."""
-  import socket
   state = status.get("state", "pending")
   elsewhere = status.get("host") not in (None, socket.gethostname())   # its lock is not ours to test
   if state == "running" and not elsewhere and not run.lock_held() and not _alive(status):

@@ -54,7 +54,7 @@ def run_slurm(run_dirs: list[Path], params: dict, *, root: Path, cache_dir: Path
   """Submit one job per run not already queued; with ``wait``, poll until every job left the
   queue. Returns {run name: exit code}: 0 done, 143 preempted, 1 failed (after ``wait``),
   or -1 still queued/running (without it)."""
-  import submitit
+  import submitit   # lazy: optional dependency of the Slurm backend
   queue = _queue()
   executor = submitit.AutoExecutor(folder=root / ".slurm" / "%j", cluster="slurm")
   executor.update_parameters(**{**DEFAULTS, **params})

@@ -8,16 +8,16 @@ import time
 
 import jax
 
-from hybrid_jax.errors import UserError
 from hybrid_jax.data import make_source
+from hybrid_jax.errors import UserError
 from hybrid_jax.resolve import ensure_resolved
+from hybrid_jax.run import RunDir
 from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.failures import LossWatch, disk_error
 from hybrid_jax.train.hooks import Hook, is_eval_step
 from hybrid_jax.train.progress import Progress
 from hybrid_jax.train.resume import report_metrics_gap, restore_newest_intact
-from hybrid_jax.run import RunDir
 from hybrid_jax.train.state import init_state
 from hybrid_jax.train.step import make_train_step
 
@@ -122,7 +122,7 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
     print(f"hybrid-jax: resuming {run.path} from step {start}/{total}", file=sys.stderr, flush=True)
 
   if run.writer:
-    from tensorboardX import SummaryWriter
+    from tensorboardX import SummaryWriter   # lazy: 2.7 s at import; only process 0 writes events
     writer = SummaryWriter(str(run.tensorboard_dir), purge_step=start + 1 if start else None)
   else:
     writer = _NoWriter()

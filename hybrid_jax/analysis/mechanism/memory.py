@@ -12,7 +12,6 @@ import argparse
 import resource
 import time
 
-
 from hybrid_jax.analysis.mechanism import gradient, heads
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.data import tasks

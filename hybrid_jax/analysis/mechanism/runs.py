@@ -112,7 +112,7 @@ def _jsonable(x):
 
 def write_figure(fig, stem: Path) -> list[Path]:
   """``stem``.png and .svg, each written whole or not at all."""
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt   # lazy: matplotlib costs ~0.7 s at import; only figure writers need it
   paths = []
   for ext, kw in (("png", dict(dpi=120)), ("svg", {})):
     buf = io.BytesIO()
