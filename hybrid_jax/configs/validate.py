@@ -103,6 +103,9 @@ def _check_model(m):
           f"{m.ssm_expand * m.d_model}", m.ssm_head_dim)
   if m.d_ff is not None and m.d_ff < 1:
     _fail("model.d_ff", "must be a positive integer", m.d_ff)
+  from hybrid_jax.model.lm import REMAT_POLICIES
+  if m.remat not in REMAT_POLICIES:
+    _fail("model.remat", f"must be one of {tuple(REMAT_POLICIES)}", m.remat)
 
 
 def _check_data(d, vocab_size):
@@ -139,6 +142,9 @@ def _check_train(t):
     _fail("train.grad_clip", "must be > 0", t.grad_clip)
   if t.log_every < 1:
     _fail("train.log_every", "must be >= 1", t.log_every)
+  if not isinstance(t.microbatches, int) or t.microbatches < 1 or t.batch_size % t.microbatches:
+    _fail("train.microbatches", f"must be an integer >= 1 dividing train.batch_size={t.batch_size}",
+          t.microbatches)
 
 
 def _check_checkpoint(k):
