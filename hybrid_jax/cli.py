@@ -212,6 +212,9 @@ COMMANDS = {"train": (cmd_train, "train (or resume) one run"),
             "plot": (cmd_plot, "figures from run directories (plot emergence|scaling DIR...)"),
             "fit-scaling": (cmd_fit_scaling, "fit L(N, D) scaling laws to a collected table"),
             "data": (cmd_data, "prepare and inspect the data"),
+            "plan": (lambda argv: sys.exit(__import__("hybrid_jax.plan.cli", fromlist=["main_plan"])
+                                           .main_plan(argv)),
+                     "compile a run's train step for a TPU topology: memory, FLOPs, time, cost"),
             "bench": (cmd_bench, "print kernel, training (bench data, bench eval) speed figures"),
             "analyze": (lambda argv: __import__("hybrid_jax.analysis.mechanism.cli", fromlist=["main"])
                         .main(argv), "mechanism analyses of a checkpoint "

@@ -28,6 +28,9 @@ def _die(message):
 
 def main(argv):
   from hybrid_jax.launch.grid import SweepError
+  if argv and argv[0] == "plan":     # its own flags (hybrid_jax/plan/cli.py)
+    from hybrid_jax.plan.cli import main_sweep_plan
+    return main_sweep_plan(argv[1:])
   p = argparse.ArgumentParser(prog="hybrid-jax sweep", description="grids of runs")
   sub = p.add_subparsers(dest="cmd", required=True)
   s = sub.add_parser("submit", help="train every run of a sweep file not yet done")
