@@ -3,6 +3,8 @@ the devices: abstract state and batch, the run's mesh over the target, the compi
 and cost analyses."""
 
 import dataclasses
+import math
+import re
 import time
 
 import jax
@@ -29,6 +31,7 @@ class Compiled:
   compile_s: float
   batch_axes: tuple
   executable: object = dataclasses.field(default=None, repr=False)
+  out_of_memory: str | None = None    # the TPU compiler refused the program: its line
 
   @property
   def hbm_bytes(self) -> int:
@@ -54,23 +57,53 @@ def abstract_step_inputs(cfg, mesh):
   return graphdef, rest, tx, state, shardings, batch
 
 
+_UNITS = dict(B=1, K=2 ** 10, M=2 ** 20, G=2 ** 30, T=2 ** 40)
+
+
+def hbm_refusal(message: str) -> int | None:
+  """The temporaries a TPU compile refused for lack of HBM (it refuses rather than reports
+  them), in bytes, or None for any other failure."""
+  m = re.search(r"HLO temporaries \(([\d.]+)([BKMGT])\)", message)
+  return None if m is None else int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def per_device_bytes(tree) -> int:
+  """Bytes one device holds of sharded abstract arrays (the largest shard of each)."""
+  return sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize
+             for x in jax.tree.leaves(tree))
+
+
 def compile_step(cfg, devices) -> Compiled:
   """Compile the resolved config's train step over ``devices`` (any platform's, e.g. a
-  deviceless TPU topology's). Raises what the compiler raises."""
+  deviceless TPU topology's). A TPU compile refused for lack of HBM gives a Compiled with
+  ``out_of_memory`` set, its temporaries from the refusal and its arguments and outputs
+  counted from the shardings; anything else the compiler raises is raised."""
   sharding.check_mesh(cfg, devices)
   mesh = sharding.make_mesh(cfg.mesh, devices)
   graphdef, rest, tx, state, shardings, batch = abstract_step_inputs(cfg, mesh)
   step = make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=shardings,
                          microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size)
+  axes = sharding.batch_axes((mesh.shape["data"], mesh.shape["fsdp"]),
+                             cfg.train.batch_size // cfg.train.microbatches)
   t0 = time.perf_counter()
-  compiled = step.lower(state, batch).compile()
+  try:
+    compiled = step.lower(state, batch).compile()
+  except Exception as e:
+    temp = hbm_refusal(str(e))
+    if temp is None:
+      raise
+    line = " ".join(str(e).split())
+    line = line[line.find("Ran out of memory"):][:200] if "Ran out of memory" in line else line[:200]
+    state_bytes = per_device_bytes(state)
+    return Compiled(argument_bytes=state_bytes + per_device_bytes(batch), output_bytes=state_bytes,
+                    temp_bytes=temp, alias_bytes=0, code_bytes=0, compiler_flops=None,
+                    bytes_accessed=None, compile_s=time.perf_counter() - t0, batch_axes=axes,
+                    out_of_memory=line)
   seconds = time.perf_counter() - t0
   mem = compiled.memory_analysis()
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   cost = cost or {}
-  axes = sharding.batch_axes((mesh.shape["data"], mesh.shape["fsdp"]),
-                             cfg.train.batch_size // cfg.train.microbatches)
   return Compiled(argument_bytes=int(mem.argument_size_in_bytes),
                   output_bytes=int(mem.output_size_in_bytes),
                   temp_bytes=int(mem.temp_size_in_bytes),

@@ -75,7 +75,7 @@ def budget(target: Target) -> float:
 
 
 def fits(c: Compiled, target: Target) -> bool:
-  return c.hbm_bytes <= budget(target)
+  return c.out_of_memory is None and c.hbm_bytes <= budget(target)
 
 
 @dataclasses.dataclass

@@ -37,7 +37,7 @@ def record(name: str, planned_run, p: Planned | None, target: Target, error: str
     return dict(out, status="does not compile", fits=False, reason=p.error)
   c = p.compiled
   replication = len(target.devices) // max(1, _split(c, target, cfg))
-  r = roofline(out["model_flops_per_step"], c, target, replication)
+  r = roofline(out["model_flops_per_step"], c, target, replication) if p.fits else {}
   out.update(compiler_flops_per_device=c.compiler_flops,
              compiler_flops_per_step=None if c.compiler_flops is None else c.compiler_flops * len(target.devices),
              bytes_accessed_per_device=c.bytes_accessed,
@@ -47,12 +47,14 @@ def record(name: str, planned_run, p: Planned | None, target: Target, error: str
              batch_replication=replication, fits=p.fits, change=p.change,
              compile_s=round(c.compile_s, 1), reused_compile=p.reused, **r)
   out["chip_hours"] = r["step_s"] * out["steps"] * target.chips / 3600 if p.fits else None
+  out["out_of_memory"] = c.out_of_memory
   if p.fits:
     out["status"] = "fits" if p.change is None else "fits with " + p.change
   else:
     out["status"] = "does not fit"
     out["reason"] = (f"needs {c.hbm_bytes / GIB:.1f} GiB per device of {budget(target) / GIB:.1f} "
-                     f"GiB" + (f"; {p.note}" if p.note else ""))
+                     f"GiB" + (" (the compiler refused it)" if c.out_of_memory else "")
+                     + (f"; {p.note}" if p.note else ""))
   return out
 
 
