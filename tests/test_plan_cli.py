@@ -94,3 +94,14 @@ def test_batches_that_cannot_be_split_are_one_line(batch, data, procs, match):
   with pytest.raises(sharding.MeshError, match=match) as e:
     sharding.check_mesh(resolve(c), devices)
   assert "\n" not in str(e.value)
+
+
+def test_plan_commands_are_registered(capsys, tmp_path):
+  from hybrid_jax import cli
+  from hybrid_jax.launch.cli import main as sweep_main
+  with pytest.raises(SystemExit) as e:
+    sweep_main(["plan", str(tmp_path / "missing.py"), "--topology", "v5p:2x2x1"])
+  assert e.value.code == 2 and "hybrid-jax sweep plan: error:" in capsys.readouterr().err
+  with pytest.raises(SystemExit) as e:
+    cli.main(["plan", "--topology", "nope:1"])
+  assert e.value.code == 2 and "hybrid-jax plan: error: unknown topology" in capsys.readouterr().err
