@@ -26,6 +26,7 @@ COMMANDS = {
     "data": ("hybrid_jax.data.cli", "Build a corpus, train a tokenizer, or show examples."),
     "bench": ("hybrid_jax.bench.cli", "Print speed figures (bench train|mesh|data|eval|kernels|mixers)."),
     "analyze": ("hybrid_jax.analysis.mechanism.cli", "Run a mechanism analysis of one checkpoint."),
+    "plan": ("hybrid_jax.plan.cli", "Compile a run's train step for a TPU topology: memory, FLOPs, time, cost."),
     "export": ("hybrid_jax.export.cli", "Write a checkpoint as a Hugging Face directory (export hf)."),
 }
 

@@ -25,6 +25,9 @@ def parse_overrides(args: list[str]) -> dict:
 
 
 def main(argv):
+  if argv and argv[0] == "plan":     # its own flags (hybrid_jax/plan/cli.py)
+    from hybrid_jax.plan.cli import main_sweep_plan
+    return main_sweep_plan(argv[1:])
   p = ArgumentParser(prog="hybrid-jax sweep", description="Submit a grid of runs, show its status, "
                      "or collect its metrics into one table.")
   sub = p.add_subparsers(dest="cmd", required=True)
