@@ -97,10 +97,7 @@ def test_batches_that_cannot_be_split_are_one_line(batch, data, procs, match):
 
 def test_plan_commands_are_registered(capsys, tmp_path):
   from hybrid_jax import cli
-  from hybrid_jax.launch.cli import main as sweep_main
-  with pytest.raises(SystemExit) as e:
-    sweep_main(["plan", str(tmp_path / "missing.py"), "--topology", "v5p:2x2x1"])
-  assert e.value.code == 2 and "hybrid-jax sweep plan: error:" in capsys.readouterr().err
-  with pytest.raises(SystemExit) as e:
-    cli.main(["plan", "--topology", "nope:1"])
-  assert e.value.code == 2 and "hybrid-jax plan: error: unknown topology" in capsys.readouterr().err
+  assert cli.main(["sweep", "plan", str(tmp_path / "missing.py"), "--topology", "v5p:2x2x1"]) == 2
+  assert "hybrid-jax: error: sweep plan:" in capsys.readouterr().err
+  assert cli.main(["plan", "--topology", "nope:1"]) == 2
+  assert "hybrid-jax: error: plan: unknown topology" in capsys.readouterr().err

@@ -59,7 +59,7 @@ class LM(nnx.Module):
     dtype = jnp.dtype(m.dtype)
     self.tie_embeddings = m.tie_embeddings
     self.layer_letters = layer_letters(m.pattern, m.n_layers)
-    self.remat = m.get("remat", "none")
+    self.remat = m.remat
     self.embed = nnx.Embed(m.vocab_size, m.d_model, dtype=dtype, rngs=rngs,
                            embedding_init=nnx.initializers.normal(m.d_model ** -0.5))
     self.blocks = nnx.List([Block(m, letter, rngs) for letter in self.layer_letters])
