@@ -40,6 +40,7 @@ def base_config() -> ml_collections.ConfigDict:
   m.ssm_state = 64               # M: state size N
   m.ssm_head_dim = 64            # M: head dim P (heads = d_inner / P)
   m.gdn_expand_v = 2             # G: value head dim = gdn_expand_v * head_dim
+  m.remat = "none"               # recompute each block in the backward pass: none | full | save_dots
 
   c.data = d = ml_collections.ConfigDict()
   d.name = "synthetic"
@@ -69,6 +70,7 @@ def base_config() -> ml_collections.ConfigDict:
   t.b2 = 0.95
   t.grad_clip = 1.0
   t.log_every = 10
+  t.microbatches = 1             # gradient accumulation: the batch runs in this many equal parts
 
   c.mesh = h = ml_collections.ConfigDict()
   h.data = -1                    # devices on the data-parallel axis (-1: all the rest)

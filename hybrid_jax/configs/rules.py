@@ -68,6 +68,9 @@ def check_train(t):
     fail("train.grad_clip", "must be > 0", t.grad_clip)
   if t.log_every < 1:
     fail("train.log_every", "must be >= 1", t.log_every)
+  if not isinstance(t.microbatches, int) or t.microbatches < 1 or t.batch_size % t.microbatches:
+    fail("train.microbatches", f"must be an integer >= 1 dividing train.batch_size={t.batch_size}",
+         t.microbatches)
   if not 0 <= t.weight_decay < float("inf"):
     fail("train.weight_decay", "must be a finite number >= 0", t.weight_decay)
   if t.tokens_per_param is not None and not 0 < t.tokens_per_param < float("inf"):

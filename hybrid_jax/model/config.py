@@ -36,6 +36,7 @@ class ModelConfig:
   ssm_state: int
   ssm_head_dim: int
   gdn_expand_v: int
+  remat: str                    # what a block keeps for its backward pass (lm.REMAT_POLICIES)
 
   @classmethod
   def from_config(cls, m) -> "ModelConfig":

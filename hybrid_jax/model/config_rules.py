@@ -5,6 +5,7 @@ baseline. Called by ``hybrid_jax.resolve`` before any compute."""
 from hybrid_jax.configs import sizes
 from hybrid_jax.configs.rules import fail
 from hybrid_jax.model import params, registry
+from hybrid_jax.model.lm import REMAT_POLICIES
 from pallas_kernels.linear_scan.api import IMPLEMENTATIONS as RECURRENT_IMPLS
 from pallas_kernels.swa.api import IMPLEMENTATIONS as ATTENTION_IMPLS
 
@@ -86,6 +87,8 @@ def check_model(m):
          f"{m.ssm_expand * m.d_model}", m.ssm_head_dim)
   if m.d_ff is not None and m.d_ff < 1:
     fail("model.d_ff", "must be a positive integer", m.d_ff)
+  if m.remat not in REMAT_POLICIES:
+    fail("model.remat", f"must be one of {tuple(REMAT_POLICIES)}", m.remat)
 
 
 def check_kernel_keys(m):

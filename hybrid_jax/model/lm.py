@@ -8,6 +8,11 @@ from hybrid_jax.model import registry
 from hybrid_jax.model.config import ModelConfig
 from hybrid_jax.model.params import layer_letters
 
+# model.remat: what a block keeps for its backward pass (the rest is recomputed). "save_dots"
+# keeps the weight matmuls' outputs and recomputes attention scores, scans and elementwise ops.
+REMAT_POLICIES = {"none": None, "full": jax.checkpoint_policies.nothing_saveable,
+                  "save_dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+
 
 class SwiGLU(nnx.Module):
   def __init__(self, d_model: int, d_ff: int, dtype, rngs: nnx.Rngs):
@@ -54,6 +59,7 @@ class LM(nnx.Module):
     dtype = jnp.dtype(m.dtype)
     self.tie_embeddings = m.tie_embeddings
     self.layer_letters = layer_letters(m.pattern, m.n_layers)
+    self.remat = m.remat
     self.embed = nnx.Embed(m.vocab_size, m.d_model, dtype=dtype, rngs=rngs,
                            embedding_init=nnx.initializers.normal(m.d_model ** -0.5))
     self.blocks = nnx.List([Block(m, letter, rngs) for letter in self.layer_letters])
@@ -70,8 +76,10 @@ class LM(nnx.Module):
   def __call__(self, tokens_BxT):
     with jax.named_scope("embed"):
       x_BxTxD = self.embed(tokens_BxT)
+    call = Block.__call__ if self.remat == "none" else nnx.remat(
+        Block.__call__, policy=REMAT_POLICIES[self.remat])
     for block in self.blocks:
-      x_BxTxD = block(x_BxTxD)
+      x_BxTxD = call(block, x_BxTxD)
     return self._logits(x_BxTxD)
 
   # --- decoding: token by token, carrying per-layer caches ---------------------------

@@ -127,7 +127,8 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   else:
     writer = _NoWriter()
   source = make_source(cfg)
-  train_step = make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings)
+  train_step = make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings,
+                               microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size)
   rows = sharding.process_rows(cfg.train.batch_size)
   tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
   step = start
@@ -137,7 +138,8 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
     with _StopFlag() as stop:
       t_last, step_last = time.perf_counter(), start
       while step < total:
-        batch = sharding.global_batch(mesh, source.batch(step, rows=rows))
+        batch = sharding.global_batch(mesh, source.batch(step, rows=rows),
+                                      cfg.train.batch_size // cfg.train.microbatches)
         state, metrics = train_step(state, batch)
         step += 1
         if step % cfg.train.log_every == 0 or step == total:

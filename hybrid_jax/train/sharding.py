@@ -38,21 +38,49 @@ def mesh_shape(mesh_cfg, n_devices: int) -> tuple[int, int]:
   return data, fsdp
 
 
-def check_mesh(cfg) -> tuple[int, int]:
-  """The mesh shape of a resolved config on this job's devices, or one MeshError line (run
-  before anything is written)."""
-  data, fsdp = mesh_shape(cfg.mesh, jax.device_count())
-  b = cfg.train.batch_size
-  if b % (data * fsdp) or b % jax.process_count():
-    raise MeshError(f"config.train.batch_size: must be a multiple of the {data * fsdp} devices "
-                    f"of the mesh and of the {jax.process_count()} processes (got {b})")
+def _processes(devices) -> int:
+  return jax.process_count() if devices is None else len({d.process_index for d in devices})
+
+
+def batch_axes(shape: tuple[int, int], rows: int) -> tuple[str, ...]:
+  """The mesh axes a batch of ``rows`` is split over: every device when the rows divide
+  evenly; else only ``data`` (the batch is then replicated over ``fsdp``: each FSDP group
+  computes the same rows, parameters stay split); else none."""
+  data, fsdp = shape
+  if rows % (data * fsdp) == 0:
+    return BATCH_AXES
+  if data > 1 and rows % data == 0:
+    return ("data",)
+  return ()
+
+
+def check_mesh(cfg, devices=None) -> tuple[int, int]:
+  """The mesh shape of a resolved config on ``devices`` (default: this job's), or one
+  MeshError line (run before anything is written). The batch, and each microbatch, is split
+  over every device when it divides evenly; a smaller batch on one process is replicated
+  over the FSDP axis (see ``batch_axes``)."""
+  n = jax.device_count() if devices is None else len(devices)
+  data, fsdp = mesh_shape(cfg.mesh, n)
+  b, k, procs = cfg.train.batch_size, cfg.train.get("microbatches", 1), _processes(devices)
+  axes = batch_axes((data, fsdp), b // k)
+  if axes != BATCH_AXES and procs > 1:
+    raise MeshError(f"config.train.batch_size: batch_size / microbatches = {b // k} must be a "
+                    f"multiple of the {data * fsdp} devices of the mesh on a multi-process job")
+  if b % procs:
+    raise MeshError(f"config.train.batch_size: must be a multiple of the {procs} processes "
+                    f"(got {b})")
+  if not axes and data > 1:
+    raise MeshError(f"config.train.batch_size: batch_size / microbatches = {b // k} must be a "
+                    f"multiple of mesh.data={data} (or of all {data * fsdp} devices)")
   return data, fsdp
 
 
-def make_mesh(mesh_cfg) -> Mesh:
-  shape = mesh_shape(mesh_cfg, jax.device_count())
-  devices = np.asarray(jax.devices()).reshape(shape)
-  return Mesh(devices, AXES)
+def make_mesh(mesh_cfg, devices=None) -> Mesh:
+  """The (data, fsdp) mesh over ``devices``: this job's by default, or any others, such as
+  a deviceless TPU topology's (``hybrid_jax.plan``) to compile for hardware not present."""
+  devices = jax.devices() if devices is None else list(devices)
+  shape = mesh_shape(mesh_cfg, len(devices))
+  return Mesh(np.asarray(devices).reshape(shape), AXES)
 
 
 def leaf_spec(shape: tuple, fsdp: int) -> P:
@@ -80,8 +108,10 @@ def replicated(mesh: Mesh) -> NamedSharding:
   return NamedSharding(mesh, P())
 
 
-def batch_sharding(mesh: Mesh) -> NamedSharding:
-  return NamedSharding(mesh, P(BATCH_AXES))
+def batch_sharding(mesh: Mesh, rows: int | None = None) -> NamedSharding:
+  """Batch rows split over ``batch_axes`` (every device when ``rows`` is None)."""
+  axes = BATCH_AXES if rows is None else batch_axes((mesh.shape["data"], mesh.shape["fsdp"]), rows)
+  return NamedSharding(mesh, P(axes or None))
 
 
 def process_rows(batch_size: int) -> range:
@@ -91,7 +121,8 @@ def process_rows(batch_size: int) -> range:
   return range(i * per, (i + 1) * per)
 
 
-def global_batch(mesh: Mesh, local: dict) -> dict:
-  """This process's rows -> global arrays sharded over the batch axes."""
-  sharding = batch_sharding(mesh)
+def global_batch(mesh: Mesh, local: dict, rows: int | None = None) -> dict:
+  """This process's rows -> global arrays sharded over the batch axes (of a batch whose
+  microbatches have ``rows`` rows)."""
+  sharding = batch_sharding(mesh, rows)
   return {k: jax.make_array_from_process_local_data(sharding, np.asarray(v)) for k, v in local.items()}

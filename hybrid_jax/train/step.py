@@ -22,19 +22,56 @@ def lm_loss(logits_BxTxV, targets_BxT, answer_mask_BxT):
   return loss, dict(loss=loss, answer_loss=answer_loss, answer_acc=answer_acc)
 
 
-def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, donate: bool = True):
+def accumulated_grad(loss_fn, params, batch, microbatches: int, constrain=lambda b: b):
+  """``jax.grad(loss_fn, has_aux=True)`` over the batch run as ``microbatches`` equal parts
+  (a scan: one part's activations live at a time). Microbatch ``i`` takes rows ``i, i+k, ...``
+  so that every device keeps its share of each part; the mean loss, its gradient and the
+  answer metrics (weighted by each part's answer count) equal the whole batch's up to rounding."""
+  grad_fn = jax.grad(loss_fn, has_aux=True)
+  if microbatches == 1:
+    return grad_fn(params, batch)
+  k = microbatches
+  parts = jax.tree.map(lambda x: jnp.swapaxes(x.reshape(x.shape[0] // k, k, *x.shape[1:]), 0, 1),
+                       batch)
+
+  def body(acc, part):
+    part = constrain(part)
+    grads, metrics = grad_fn(params, part)
+    n_answers = part["answer_mask"].sum().astype(jnp.float32)
+    sums = dict(loss=metrics["loss"], answer_loss=metrics["answer_loss"] * n_answers,
+                answer_acc=metrics["answer_acc"] * n_answers, n_answers=n_answers)
+    return jax.tree.map(jnp.add, acc, (grads, sums)), None
+
+  zeros = jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), params)
+  init = (zeros, dict(loss=0.0, answer_loss=0.0, answer_acc=0.0, n_answers=0.0))
+  init = jax.tree.map(jnp.asarray, init)
+  (grads, sums), _ = jax.lax.scan(body, init, parts)
+  n_answers = jnp.maximum(sums["n_answers"], 1.0)
+  grads = jax.tree.map(lambda g, p: (g / k).astype(p.dtype), grads, params)
+  return grads, dict(loss=sums["loss"] / k, answer_loss=sums["answer_loss"] / n_answers,
+                     answer_acc=sums["answer_acc"] / n_answers)
+
+
+def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, microbatches=1,
+                    batch_size=None, donate: bool = True):
   """The jitted step; with a ``mesh``, the state keeps ``state_shardings`` (FSDP) and the
-  batch arrives split over the batch axes. ``donate``: the input state's buffers are reused
-  for the output state (no second copy of parameters and moments; the caller must not read
-  the state it passed in)."""
+  batch arrives split over the batch axes (``sharding.batch_axes`` of a microbatch when
+  ``batch_size`` is given); ``microbatches > 1`` accumulates gradients. ``donate``: the input
+  state's buffers are reused for the output state (no second copy of parameters and moments;
+  the caller must not read the state it passed in)."""
   def loss_fn(params, batch):
     model = nnx.merge(graphdef, params, rest)
     logits = model(batch["inputs"])
     with jax.named_scope("loss"):
       return lm_loss(logits, batch["targets"], batch["answer_mask"])
 
+  constrain = lambda b: b
+  if mesh is not None:
+    batch_sharding = sharding.batch_sharding(mesh, batch_size and batch_size // microbatches)
+    constrain = lambda b: jax.lax.with_sharding_constraint(b, batch_sharding)
+
   def train_step(state, batch):
-    grads, metrics = jax.grad(loss_fn, has_aux=True)(state["params"], batch)
+    grads, metrics = accumulated_grad(loss_fn, state["params"], batch, microbatches, constrain)
     with jax.named_scope("optimizer"):
       updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
       params = optax.apply_updates(state["params"], updates)
@@ -44,6 +81,6 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, dona
   donate_argnums = (0,) if donate else ()
   if mesh is None:
     return jax.jit(train_step, donate_argnums=donate_argnums)
-  return jax.jit(train_step, in_shardings=(state_shardings, sharding.batch_sharding(mesh)),
+  return jax.jit(train_step, in_shardings=(state_shardings, batch_sharding),
                  out_shardings=(state_shardings, sharding.replicated(mesh)),
                  donate_argnums=donate_argnums)

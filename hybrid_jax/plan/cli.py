@@ -1,0 +1,118 @@
+"""``hybrid-jax plan --topology T [--config FILE] [--config.k=v ...]`` and
+``hybrid-jax sweep plan SWEEP_FILE --topology T``: compile each run's train step for the
+topology (no accelerator needed), print a table and write one JSON line per run."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.errors import UserError
+
+
+def _die(prog: str, message: str):
+  raise UserError(f"{prog.removeprefix('hybrid-jax ')}: {message}")
+
+
+def _common(p: ArgumentParser):
+  p.add_argument("--topology", required=True,
+                 help="CHIP:GRID to compile for, e.g. v5p:2x2x1, v5e:2x2, v5e:1x1 (one chip), v6e:2x2, v4:2x2x1")
+  p.add_argument("--out", default=None, help="JSON lines file (default: plan.jsonl, or "
+                 "<sweep>.<topology>.plan.jsonl for a sweep)")
+  p.add_argument("--no-search", action="store_true",
+                 help="report a run that does not fit without looking for the change that fits")
+
+
+def _target(prog, name):
+  from hybrid_jax.plan.targets import TargetError, target
+  try:
+    return target(name)
+  except TargetError as e:
+    _die(prog, str(e))
+
+
+def _quiet_libtpu():
+  """libtpu looks for TPU hardware and metadata at import; a planning host has neither."""
+  os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+  os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5p-8")
+  os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def run_plans(prog, named_runs, target, out_path, search=True, log=print) -> list[dict]:
+  """Plan every (name, resolved config or None, error) in order; each record is written as
+  soon as it exists (to ``out_path.partial``, renamed when the grid is done)."""
+  from hybrid_jax.plan.fit import Compiler, plan_run
+  from hybrid_jax.plan.report import record, table, totals
+  compiler = Compiler(target, log=lambda m: log(f"{prog}: {m}"))
+  records = []
+  partial = Path(str(out_path) + ".partial")
+  partial.parent.mkdir(parents=True, exist_ok=True)
+  with open(partial, "w") as f:
+    for i, (name, cfg, error) in enumerate(named_runs):
+      if cfg is None:
+        rec = record(name, None, None, target, error)
+      else:
+        rec = record(name, cfg, plan_run(cfg, compiler, search), target)
+      records.append(rec)
+      f.write(json.dumps(rec) + "\n")
+      f.flush()
+      os.fsync(f.fileno())
+      line = rec["status"] + (f": {rec['reason']}" if rec.get("reason") else "")
+      log(f"{prog}: [{i + 1}/{len(named_runs)}] {name}: {line}")
+  os.replace(partial, out_path)
+  tot = totals(records)
+  print(table(records))
+  print(f"{prog}: {tot['runs']} runs on {target.name}: {tot['fit']} fit "
+        f"({tot['fit_with_change']} with a change), {tot['do_not_fit']} do not fit, "
+        f"{tot['do_not_compile']} do not compile, {tot['invalid']} invalid; "
+        f"{tot['chip_hours']:.4g} chip-hours for the {tot['fit']} that fit "
+        f"({tot['tokens']:.3g} tokens, {tot['model_flops']:.3g} model FLOPs); "
+        f"{compiler.compiles} compiles; wrote {out_path}")
+  return records
+
+
+def main(argv) -> int:
+  """``hybrid-jax plan``: one run."""
+  prog = "hybrid-jax plan"
+  p = ArgumentParser(prog=prog, description="Compile one run's train step for a topology and "
+                     "report its memory, FLOPs, step time and cost.")
+  _common(p)
+  p.add_argument("--config", default=None, help="config file defining get_config()")
+  args, rest = p.parse_known_args(argv)
+  _quiet_libtpu()
+  from hybrid_jax.resolve import resolve
+  from hybrid_jax.training import parse_train_flags
+  flags = (["--config", args.config] if args.config else []) + rest + ["--workdir", "-"]
+  config, _ = parse_train_flags(flags)
+  cfg = resolve(config)                  # a ConfigError is a UserError: one line
+  target = _target(prog, args.topology)
+  records = run_plans(prog, [(f"{cfg.model.size}:{cfg.model.pattern}", cfg, None)], target,
+                      Path(args.out or "plan.jsonl"), not args.no_search,
+                      log=lambda m: print(m, file=sys.stderr, flush=True))
+  return 0 if records[0].get("fits") else 1
+
+
+def main_sweep_plan(argv) -> int:
+  """``hybrid-jax sweep plan``: every grid point of a sweep file."""
+  prog = "hybrid-jax sweep plan"
+  p = ArgumentParser(prog=prog, description="Compile every run of a sweep file for a topology "
+                     "and report each one's memory, FLOPs, step time and the grid's cost.")
+  p.add_argument("sweep_file", help="A Python file defining get_sweep().")
+  _common(p)
+  args, rest = p.parse_known_args(argv)
+  _quiet_libtpu()
+  from hybrid_jax.launch.cli import parse_overrides
+  from hybrid_jax.launch.grid import SweepError, load_sweep, plan
+  try:
+    overrides = parse_overrides(rest)
+    runs = plan(load_sweep(args.sweep_file), overrides)
+  except (SweepError, ValueError) as e:
+    _die(prog, str(e))
+  target = _target(prog, args.topology)
+  out = args.out or f"{Path(args.sweep_file).stem}.{args.topology.replace(':', '_')}.plan.jsonl"
+  records = run_plans(prog, [(r.name, r.resolved, r.error) for r in runs], target, Path(out),
+                      not args.no_search, log=lambda m: print(m, file=sys.stderr, flush=True))
+  return 0 if all(r.get("fits") for r in records) else 1
