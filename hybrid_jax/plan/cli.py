@@ -25,7 +25,7 @@ def _common(p: ArgumentParser):
 
 
 def _target(prog, name):
-  from hybrid_jax.plan.targets import TargetError, target
+  from hybrid_jax.plan.targets import TargetError, target   # lazy: JAX loads after _quiet_libtpu() set its environment
   try:
     return target(name)
   except TargetError as e:
@@ -44,8 +44,8 @@ def _quiet_libtpu():
 def run_plans(prog, named_runs, target, out_path, search=True, log=print) -> list[dict]:
   """Plan every (name, resolved config or None, error) in order; each record is written as
   soon as it exists (to ``out_path.partial``, renamed when the grid is done)."""
-  from hybrid_jax.plan.fit import Compiler, plan_run
-  from hybrid_jax.plan.report import record, table, totals
+  from hybrid_jax.plan.fit import Compiler, plan_run   # lazy: JAX loads after _quiet_libtpu() set its environment
+  from hybrid_jax.plan.report import record, table, totals   # lazy: JAX loads after _quiet_libtpu() set its environment
   compiler = Compiler(target, log=lambda m: log(f"{prog}: {m}"))
   records = []
   partial = Path(str(out_path) + ".partial")
@@ -83,8 +83,8 @@ def main(argv) -> int:
   p.add_argument("--config", default=None, help="config file defining get_config()")
   args, rest = p.parse_known_args(argv)
   _quiet_libtpu()
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.training import parse_train_flags
+  from hybrid_jax.resolve import resolve   # lazy: JAX loads after _quiet_libtpu() set its environment
+  from hybrid_jax.training import parse_train_flags   # lazy: JAX loads after _quiet_libtpu() set its environment
   flags = (["--config", args.config] if args.config else []) + rest + ["--workdir", "-"]
   config, _ = parse_train_flags(flags)
   cfg = resolve(config)                  # a ConfigError is a UserError: one line
@@ -104,8 +104,8 @@ def main_sweep_plan(argv) -> int:
   _common(p)
   args, rest = p.parse_known_args(argv)
   _quiet_libtpu()
-  from hybrid_jax.launch.cli import parse_overrides
-  from hybrid_jax.launch.grid import SweepError, load_sweep, plan
+  from hybrid_jax.launch.cli import parse_overrides   # lazy: JAX loads after _quiet_libtpu() set its environment
+  from hybrid_jax.launch.grid import SweepError, load_sweep, plan   # lazy: JAX loads after _quiet_libtpu() set its environment
   try:
     overrides = parse_overrides(rest)
     runs = plan(load_sweep(args.sweep_file), overrides)
