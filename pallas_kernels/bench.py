@@ -169,6 +169,18 @@ def report(op, shape, timed, flops, bwd_factor, peak):
   return rows
 
 
+def recurrent_loss(op: str):
+  """A scalar loss of one recurrent op's outputs, (q, k, v, g, beta) -> float32; "gla" is
+  simple GLA (beta unused), "delta" the gated delta rule."""
+  def loss(q, k, v, g, beta):
+    if op == "gla":
+      o, s = scan_api.simple_gla(q, k, v, g)
+    else:
+      o, s = delta_api.gated_delta_rule(q, k, v, g, beta)
+    return jnp.sum(o.astype(jnp.float32)) + jnp.sum(s)
+  return loss
+
+
 def gradient_temp_bytes(op: str, topology: str, t: int, b=1, h=4, dk=128, dv=128,
                         dtype=jnp.bfloat16) -> int:
   """Temporary memory (bytes, per device) of the compiled forward+backward of one recurrent op
@@ -177,15 +189,7 @@ def gradient_temp_bytes(op: str, topology: str, t: int, b=1, h=4, dk=128, dv=128
   mesh = targets.mesh(topology)
   x = lambda d: targets.abstract((b, t, h, d), dtype, mesh)
   gates = targets.abstract((b, t, h), jnp.float32, mesh)
-
-  def loss(q, k, v, g, beta):
-    if op == "gla":
-      o, s = scan_api.simple_gla(q, k, v, g)
-    else:
-      o, s = delta_api.gated_delta_rule(q, k, v, g, beta)
-    return jnp.sum(o.astype(jnp.float32)) + jnp.sum(s)
-
-  compiled = targets.compile_on(jax.grad(loss, argnums=(0, 1, 2, 3, 4)), mesh,
+  compiled = targets.compile_on(jax.grad(recurrent_loss(op), argnums=(0, 1, 2, 3, 4)), mesh,
                                 x(dk), x(dk), x(dv), gates, gates)
   return int(compiled.memory_analysis().temp_size_in_bytes)
 

@@ -11,9 +11,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from pallas_kernels import costs, dispatch, targets
-from pallas_kernels.delta_rule import api as delta_api
-from pallas_kernels.linear_scan import api as scan_api
+from pallas_kernels import bench, costs, dispatch, targets
 from pallas_kernels.swa import api as swa_api
 
 BATCH = P(("data", "fsdp"))
@@ -42,13 +40,7 @@ def _loss(op, window=48):
       return jnp.sum(swa_api.sliding_window_attention(q, k, v, window=window).astype(jnp.float32))
     return f
 
-  def f(q, k, v, g, beta):
-    if op == "gla":
-      o, s = scan_api.simple_gla(q, k, v, g)
-    else:
-      o, s = delta_api.gated_delta_rule(q, k, v, g, beta)
-    return jnp.sum(o.astype(jnp.float32)) + jnp.sum(s)
-  return f
+  return bench.recurrent_loss(op)
 
 
 def _args(op, mesh, b, t, dtype, spec=None):
@@ -123,7 +115,6 @@ def test_delta_rule_gradient_memory_stays_near_simple_gla():
   VJP, its factors are recomputed): at T=4K its gradient's temporaries stay within a recorded
   bound of simple GLA's and of its recorded figure (16K: ``python -m pallas_kernels.bench
   --memory v5e:1x1``). Before the custom VJP it was 663 MB against GLA's 8.5 MB."""
-  from pallas_kernels import bench
   gla = bench.gradient_temp_bytes("gla", "v5e:1x1", 4096)
   delta = bench.gradient_temp_bytes("delta", "v5e:1x1", 4096)
   assert gla <= _budget(RECORDED_GRAD_TEMP_4K["gla"]), gla

@@ -198,12 +198,8 @@ def simple_gla(q, k, v, g, *, scale=None, initial_state=None, chunk_size=DEFAULT
                interpret=False):
   """Fused: the kernels build each chunk's decays and q k^T themselves; XLA only pads and
   takes the in-chunk cumulative sum of g."""
-  b, t, h, dk = q.shape
-  dv = v.shape[-1]
-  scale = dk ** -0.5 if scale is None else float(scale)
+  t, _, _, scale, s0 = state_scan.entry_shapes(q, v, scale, initial_state)
   chunk = tpu_chunk(chunk_size, t)
-  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
-        else initial_state.astype(jnp.float32))
-  o, s_final = state_scan.gla_scan(gla_kernels(interpret), chunk, scale,
+  o, s_final = state_scan.gla_scan(gla_kernels(interpret), chunk, float(scale),
                                    *state_scan.gla_inputs(q, k, v, g, chunk), s0)
   return state_scan.from_kernel_layout(o, t, q.dtype), s_final

@@ -89,6 +89,16 @@ def _bwd(kernels, chunk, res, cts):
 state_scan.defvjp(_fwd, _bwd)
 
 
+def entry_shapes(q, v, scale, initial_state):
+  """(t, dk, dv, scale, s0) that every backend's entry point starts from: the sizes, the
+  default scale dk**-0.5, and the float32 initial state (zeros when none is given)."""
+  b, t, h, dk = q.shape
+  dv = v.shape[-1]
+  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
+        else initial_state.astype(jnp.float32))
+  return t, dk, dv, dk ** -0.5 if scale is None else scale, s0
+
+
 def to_kernel_layout(x_BxTxHxX, t_padded):
   """[B, T, H(, X)] -> [B, H, T_padded, X or 1] float32; padded steps are zeros."""
   x = x_BxTxHxX.astype(jnp.float32)
