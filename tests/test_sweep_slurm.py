@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from test_sweep import cli, latest_checkpoint, losses, two_seeds_and_their_reference
+from test_sweep import cli, latest_checkpoint, losses, two_seeds_and_their_reference, write_sweep
 
 
 def slurm_available() -> bool:
