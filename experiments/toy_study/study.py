@@ -70,7 +70,7 @@ class StudyRun:
     """Wall time of the training, from the first checkpoint's to the final status's
     timestamp (the compile before step 1 is left out): enough to state a run's cost."""
     status = RunDir(self.path, writer=False).read_status() or {}
-    first = self.path / "checkpoints" / "1"
+    first = RunDir(self.path, writer=False).checkpoint_dir / "1"
     if status.get("state") != "done" or not first.exists():
       return None
     end = datetime.datetime.strptime(status["updated"], "%Y-%m-%dT%H:%M:%S%z").timestamp()

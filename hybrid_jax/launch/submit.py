@@ -42,7 +42,7 @@ def prepare(root: Path, runs, *, retry_failed: bool = False, log=print) -> list[
   """Check every existing run directory against its planned config, then write each
   pending run's launch.json; returns the run directories to train."""
   for r in runs:
-    config_path = root / r.name / "config.json"
+    config_path = RunDir(root / r.name).config_path
     if config_path.exists() and r.error:
       raise SweepError(f"run {r.name}: {r.error}; its directory holds an earlier run, left untouched")
     if config_path.exists():

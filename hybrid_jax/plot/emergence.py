@@ -63,11 +63,11 @@ def find_runs(dirs) -> list[Path]:
   for d in map(Path, dirs):
     if not d.is_dir():
       raise PlotInputError(f"{d} is not a directory")
-    if (d / "config.json").exists() or (d / "eval.jsonl").exists():
+    if RunDir(d).config_path.exists() or RunDir(d).eval_path.exists():
       runs.append(d)
       continue
     found = sorted(p.parent for depth in range(1, MAX_SEARCH_DEPTH + 1)
-                   for p in d.glob("/".join(["*"] * depth) + "/eval.jsonl"))
+                   for p in d.glob("/".join(["*"] * depth) + "/" + RunDir(d).eval_path.name))
     if not found:
       raise PlotInputError(f"{d} holds no run directory with an eval.jsonl")
     runs += found
