@@ -38,6 +38,19 @@ def init_state(cfg, mesh=None):
   return graphdef, rest, state, tx, schedule
 
 
+def abstract_state(cfg, mesh):
+  """(graphdef, rest, tx, state, shardings): the train state, optimizer moments included, as
+  shapes carrying their ``mesh`` shardings; nothing is allocated (planning a run's memory)."""
+  require_resolved(cfg, "abstract_state")
+  tx, _ = make_optimizer(cfg.train, cfg.derived.steps)
+  graphdef, params, rest = abstract_model(cfg.model, cfg.train.seed)
+  state = dict(params=params, opt_state=jax.eval_shape(tx.init, params))
+  shardings = sharding.state_shardings(mesh, state)
+  state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                       state, shardings)
+  return graphdef, rest, tx, state, shardings
+
+
 def init_params(cfg):
   """(graphdef, rest, params): the model's initial parameters without optimizer moments."""
   require_resolved(cfg, "init_params")
