@@ -232,17 +232,20 @@ def test_ensure_resolved_resolves_only_a_requested_config():
 
 
 def test_a_train_command_resolves_its_config_once(monkeypatch, tmp_path):
-  from hybrid_jax.train import cli, loop
+  from hybrid_jax import training
+  from hybrid_jax.train import loop
   calls, trained = [], []
   real = hybrid_jax.resolve.resolve
-  monkeypatch.setattr(hybrid_jax.resolve, "resolve", lambda cfg: calls.append(1) or real(cfg))
+  counting = lambda cfg: calls.append(1) or real(cfg)
+  monkeypatch.setattr(hybrid_jax.resolve, "resolve", counting)
+  monkeypatch.setattr(training, "resolve", counting)
 
   def fake_train(cfg, workdir, **kwargs):   # the loop's own entry: resolves only if needed
     trained.append(ensure_resolved(cfg))
     return dict(state="done", step=1, total_steps=1)
 
   monkeypatch.setattr(loop, "train", fake_train)
-  assert cli.main([f"--workdir={tmp_path}", "--config.train.steps=1"]) == 0
+  assert training.main([f"--workdir={tmp_path}", "--config.train.steps=1"]) == 0
   assert len(calls) == 1 and is_resolved(trained[0])
 
 
