@@ -16,12 +16,11 @@ from ml_collections import config_flags
 
 from hybrid_jax.cli_args import unset, unset_overrides
 from hybrid_jax.errors import UserError, one_line
-from hybrid_jax.eval.evaluate import TrainingEval
-from hybrid_jax.plot.curves import write_training_curves
-from hybrid_jax.resolve import ensure_resolved, resolve
-from hybrid_jax.train import loop
-from hybrid_jax.train.distributed import ENV
 from hybrid_jax.train.hooks import Hook
+
+# The trainer, evaluation, figures and resolve import JAX or matplotlib (seconds, measured:
+# `train --help` takes 0.6 s with them deferred, over 10 s without), so the functions that
+# need them import them: help and flag errors stay instant.
 
 PROG = "hybrid-jax train"
 DESCRIPTION = "Train one run, or resume it from its last checkpoint."
@@ -33,17 +32,21 @@ class CurvesAtEnd(Hook):
   """Writes curves.png (loss and answer accuracy against tokens) when the run is done."""
 
   def end(self, run):
+    from hybrid_jax.plot.curves import write_training_curves   # lazy: matplotlib, see above
     write_training_curves(run)
 
 
 def standard_hooks(cfg) -> tuple[Hook, ...]:
   """What a train command does besides training: evaluation at ``eval.every`` (when set)
   and the end-of-run curves."""
+  from hybrid_jax.eval.evaluate import TrainingEval   # lazy: JAX, see above
   return ((TrainingEval(),) if cfg.eval.every else ()) + (CurvesAtEnd(),)
 
 
 def train(cfg, workdir, **kwargs) -> dict:
   """``hybrid_jax.train.loop.train`` with the standard hooks: the run a command makes."""
+  from hybrid_jax.resolve import ensure_resolved   # lazy: JAX, see above
+  from hybrid_jax.train import loop
   cfg = ensure_resolved(cfg)
   return loop.train(cfg, workdir, hooks=standard_hooks(cfg), **kwargs)
 
@@ -113,6 +116,7 @@ def parse_train_flags(argv: list[str]):
   if fv.coordinator is not None:    # handed to hybrid_jax.train.distributed through its variables
     if fv.num_processes is None or fv.process_id is None or not 0 <= fv.process_id < fv.num_processes:
       raise UserError("--coordinator needs --num_processes N and --process_id I with 0 <= I < N")
+    from hybrid_jax.train.distributed import ENV   # lazy: JAX, see above
     os.environ.update(dict(zip(ENV, (fv.coordinator, str(fv.num_processes), str(fv.process_id)))))
   return config, fv.workdir
 
@@ -124,6 +128,8 @@ def main(argv) -> int:
     return 0
   quiet = "--quiet" in argv
   config, workdir = parse_train_flags([a for a in argv if a not in SWITCHES])
+  from hybrid_jax.resolve import resolve   # lazy: JAX, see above
+  from hybrid_jax.train import loop
   config = resolve(config)              # once per train command; a ConfigError (a UserError) before anything is written
   try:
     status = train(config, workdir, progress=False if quiet else None)

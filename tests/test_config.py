@@ -238,7 +238,6 @@ def test_a_train_command_resolves_its_config_once(monkeypatch, tmp_path):
   real = hybrid_jax.resolve.resolve
   counting = lambda cfg: calls.append(1) or real(cfg)
   monkeypatch.setattr(hybrid_jax.resolve, "resolve", counting)
-  monkeypatch.setattr(training, "resolve", counting)
 
   def fake_train(cfg, workdir, **kwargs):   # the loop's own entry: resolves only if needed
     trained.append(ensure_resolved(cfg))

@@ -12,7 +12,6 @@ from ml_collections import config_flags
 
 from hybrid_jax.cli_args import ArgumentParser, unset, unset_overrides
 from hybrid_jax.errors import UserError, one_line
-from hybrid_jax.eval.evaluate import evaluate_run
 from hybrid_jax.run import load_config
 
 PROG = "hybrid-jax eval"
@@ -55,6 +54,7 @@ def parse_eval_flags(argv: list[str]):
 def main(argv) -> int:
   config, workdir, force = parse_eval_flags(argv)
   try:
+    from hybrid_jax.eval.evaluate import evaluate_run   # lazy: JAX, seconds; --help stays instant
     evaluate_run(workdir, config, force=force)
   except ImportError as e:
     raise UserError(one_line(e)) from e

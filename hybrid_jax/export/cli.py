@@ -9,7 +9,6 @@ import sys
 
 from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.errors import UserError
-from hybrid_jax.export.hf import export_hf
 
 PROG = "hybrid-jax export"
 
@@ -25,6 +24,7 @@ def main(argv=None) -> int:
                  help="max_position_embeddings (default: the longest of data.seq_len, eval.lengths)")
   args = p.parse_args(sys.argv[1:] if argv is None else argv)
   try:
+    from hybrid_jax.export.hf import export_hf   # lazy: JAX, seconds; --help stays instant
     out = export_hf(args.workdir, args.out, step=args.step, max_len=args.max_length)
   except UserError:
     raise

@@ -8,7 +8,6 @@ from pathlib import Path
 from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.errors import UserError
 from hybrid_jax.launch import report
-from hybrid_jax.launch.submit import submit
 from hybrid_jax.run import atomic_write_text, collect_rows, rows_csv
 
 
@@ -64,6 +63,7 @@ def main(argv):
         slurm[key] = value
     if args.parallel is not None and args.parallel < 1:
       raise UserError(f"--parallel must be >= 1, got {args.parallel}")
+    from hybrid_jax.launch.submit import submit   # lazy: JAX, seconds; --help stays instant
     try:
       results = submit(args.sweep_file, args.root, backend=args.backend, parallel=args.parallel,
                        dry_run=args.dry_run, overrides=overrides, retry_failed=args.retry_failed,
