@@ -12,9 +12,10 @@ from pallas_kernels.delta_rule import xla
 @functools.partial(jax.checkpoint, static_argnums=(5, 6, 7))
 def kernel_factors(q, k, v, g, beta, scale, chunk, gamma_per_chunk):
   """(qd, kd, w, ut, aqk, gam), each [B, H, N*C, X] float32, with the scale folded into qd
-  and aqk; gam [B, H, N, 1, 1] with ``gamma_per_chunk`` (the TPU kernels). (I + A)^-1 by forward substitution: the product form prod_j (I + (-A)^(2^j)) is
-  all matmuls but cancels powers of A that grow to ~1e8 when keys are correlated (repeated
-  tokens), which float32 cannot carry."""
+  and aqk; gam [B, H, N, 1, 1] with ``gamma_per_chunk`` (the TPU kernels). (I + A)^-1 by
+  forward substitution: the product form prod_j (I + (-A)^(2^j)) is all matmuls but cancels
+  powers of A that grow to ~1e8 when keys are correlated (repeated tokens), which float32
+  cannot carry."""
   ut, w, aqk, qd, kd, b_last = xla.wy_factors(q, k, v, g, beta, chunk)
   n, b, h, c = aqk.shape[:4]
   layout = lambda x_NxBxHxCxX: jnp.moveaxis(x_NxBxHxCxX, 0, 2).reshape(b, h, n * c, -1)
