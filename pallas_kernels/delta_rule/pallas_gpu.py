@@ -15,7 +15,7 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
   t, dk, dv, scale, s0 = state_scan.entry_shapes(q, v, scale, initial_state)
   chunk = pallas_gpu.gpu_chunk(chunk_size, t)
   kp, vp = pow2_at_least_16(dk), pow2_at_least_16(dv)
-  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk)
+  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk, False)
   qd, kd, w, ut = pad_last(qd, kp), pad_last(kd, kp), pad_last(w, kp), pad_last(ut, vp)
   o, s_final = state_scan.state_scan(pallas_gpu.kernels(interpret), chunk, qd, kd, w, ut, aqk,
                                      gam, pad_state(s0, kp, vp))

@@ -13,7 +13,7 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
                      chunk_size=DEFAULT_CHUNK, interpret=False):
   t, _, _, scale, s0 = state_scan.entry_shapes(q, v, scale, initial_state)
   chunk = pallas_tpu.tpu_chunk(chunk_size, t)
-  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk)
-  o, s_final = state_scan.state_scan(pallas_tpu.kernels(interpret), chunk, qd, kd, w, ut, aqk,
-                                     gam, s0)
+  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk, True)
+  o, s_final = state_scan.state_scan(pallas_tpu.kernels(interpret, q.dtype), chunk, qd, kd, w,
+                                     ut, aqk, gam, s0)
   return state_scan.from_kernel_layout(o, t, q.dtype), s_final
