@@ -80,3 +80,21 @@ def test_listing_a_run_needs_no_jax():
 ])
 def test_one_architecture_label(model, label):
   assert architecture_label(model) == label
+
+
+def test_a_key_the_schema_gained_after_a_run_started_counts_as_its_default():
+  """A run written before ``model.remat`` / ``train.microbatches`` existed still resumes,
+  and asking for another value there is still refused."""
+  import json
+
+  from conftest import tiny_config
+  from hybrid_jax.resolve import resolve
+  from hybrid_jax.run import config_diff
+  new = json.loads(resolve(tiny_config()).to_json())
+  old = json.loads(json.dumps(new))
+  del old["model"]["remat"], old["train"]["microbatches"]
+  assert config_diff(old, new) == []
+  new["train"]["microbatches"] = 2
+  assert config_diff(old, new) == ["train.microbatches: 1 -> 2"]
+  old["model"]["window"] = new["model"]["window"] + 1
+  assert len(config_diff(old, new)) == 2

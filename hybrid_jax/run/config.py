@@ -15,14 +15,19 @@ CONFIG_FILE = "config.json"
 EXECUTION_SECTIONS = ("mesh",)
 
 
-def config_diff(old: dict, new: dict, prefix="") -> list[str]:
+def config_diff(old: dict, new: dict, prefix="", defaults: dict | None = None) -> list[str]:
+  """``section.key: old -> new`` for every value that differs. A key the run's config.json
+  lacks (the schema gained it after the run started) counts as its schema default, so an
+  older run resumes unless the new config asks for something else there."""
+  defaults = json.loads(base_config().to_json()) if defaults is None else defaults
   out = []
   for key in sorted(set(old) | set(new)):
     if not prefix and key in EXECUTION_SECTIONS:
       continue
-    a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
+    a, b = old.get(key, defaults.get(key, "<absent>")), new.get(key, "<absent>")
     if isinstance(a, dict) and isinstance(b, dict):
-      out += config_diff(a, b, f"{prefix}{key}.")
+      sub = defaults.get(key)
+      out += config_diff(a, b, f"{prefix}{key}.", sub if isinstance(sub, dict) else {})
     elif a != b:
       out.append(f"{prefix}{key}: {a!r} -> {b!r}")
   return out
