@@ -23,7 +23,7 @@ BATCH = P(("data", "fsdp"))
 RECORDED_TEMP = {("swa", "float32"): 0, ("swa", "bfloat16"): 0,
                  ("gla", "float32"): 0, ("gla", "bfloat16"): 0,
                  ("delta", "float32"): 971_776, ("delta", "bfloat16"): 971_776}
-RECORDED_GRAD_TEMP_4K = {"gla": 8_549_888, "delta": 25_810_944}   # B=1, H=4, K=V=128, bf16
+RECORDED_GRAD_TEMP_4K = {"gla": 8_549_888, "delta": 871_424}   # B=1, H=4, K=V=128, bf16
 
 
 def _budget(recorded):
@@ -118,17 +118,21 @@ def test_compiler_flops_include_the_kernels_cost_estimates():
 
 
 @_needs("tpu")
-def test_delta_rule_gradient_memory_stays_near_simple_gla():
-  """The delta rule's backward must not store per-step intermediates (its inverse has its own
-  VJP, its factors are recomputed): at T=4K its gradient's temporaries stay within a recorded
-  bound of simple GLA's and of its recorded figure (16K: ``python -m pallas_kernels.bench
-  --memory v5e:1x1``). Before the custom VJP it was 663 MB against GLA's 8.5 MB."""
+@pytest.mark.parametrize("t", [4096, 16384])
+def test_delta_rule_gradient_memory_is_at_most_twice_simple_gla(t):
+  """Issue 17's target at its own shapes (B=1, H=4, K=V=128, bf16, one v5e chip, deviceless;
+  ~30 s of compiling per T). Both are needed: at 4K everything but a few buffers fits in VMEM
+  (v5e: 128 MiB), which XLA does not count as temporary HBM, so a working set that grows past
+  it jumps (before gamma went per chunk and o to bf16: 25.8 MB against GLA's 8.5, 3.0x); at
+  16K the factors and saved states go through HBM (before: 471.5 MB against 235.1, 2.01x).
+  Before the inverse's own VJP it was 663 MB against 8.5 MB at 4K."""
   from pallas_kernels import bench
-  gla = bench.gradient_temp_bytes("gla", "v5e:1x1", 4096)
-  delta = bench.gradient_temp_bytes("delta", "v5e:1x1", 4096)
-  assert gla <= _budget(RECORDED_GRAD_TEMP_4K["gla"]), gla
-  assert delta <= _budget(RECORDED_GRAD_TEMP_4K["delta"]), delta
-  assert delta <= 3.5 * gla, (delta, gla)
+  gla = bench.gradient_temp_bytes("gla", "v5e:1x1", t)
+  delta = bench.gradient_temp_bytes("delta", "v5e:1x1", t)
+  assert delta <= bench.MEMORY_TARGET * gla, (t, delta, gla)
+  if t == 4096:
+    assert gla <= _budget(RECORDED_GRAD_TEMP_4K["gla"]), gla
+    assert delta <= _budget(RECORDED_GRAD_TEMP_4K["delta"]), delta
 
 
 @_needs("gpu")

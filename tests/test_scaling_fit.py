@@ -79,3 +79,38 @@ def test_bad_tables_fail_in_one_line(tmp_path, text, message):
                      capture_output=True, text=True)
   assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
   assert not list(tmp_path.glob("*.png"))
+
+
+def test_authors_longppl_table_keeps_the_ppl_in_loss_and_fits_with_intervals(tmp_path):
+  """The authors' swa128_longppl.tsv has no longppl column: its ``loss`` holds the PPL."""
+  rng = np.random.default_rng(1)
+  lines = ["model_size\ttoken_multiplier\tn\tloss"]
+  for i, n in enumerate(SIZES):
+    for m in MULTS:
+      d = (m + 0.110938) * n
+      lines.append(f"S{i + 1}\t{m + 0.110938:.6f}n\t{n}\t{np.exp(law(n, d)) * (1 + 0.002 * rng.standard_normal()):.6f}")
+  table = tmp_path / "swa128_longppl.tsv"
+  table.write_text("\n".join(lines) + "\n")
+  pts = scaling.read_table(table, longppl=True)
+  assert pts.label == "log(loss)"
+  r = subprocess.run([sys.executable, "-m", "hybrid_jax.cli", "fit-scaling", str(table), "--longppl",
+                      "--validate", "--bootstrap", "40", "--out", str(tmp_path / "f.png")],
+                     capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+  result = json.loads(r.stdout.strip().splitlines()[-1])
+  lo, hi = result["bootstrap"]["alpha"]
+  assert lo <= 0.25 <= hi and hi - lo < 0.05          # the true exponent, a usable interval
+  lo, hi = result["bootstrap"]["beta"]
+  assert lo <= 0.3 <= hi
+  assert result["alpha_on_bound"] is None and "95% bootstrap interval" in r.stdout
+
+
+def test_an_alpha_on_its_bound_is_said(tmp_path):
+  table = write_authors_tsv(tmp_path / "paper.tsv", noise=0.001)
+  r = subprocess.run([sys.executable, "-m", "hybrid_jax.cli", "fit-scaling", str(table),
+                      "--alpha-bounds", "0.27,0.3", "--bootstrap", "0", "--out", str(tmp_path / "f.png")],
+                     capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+  result = json.loads(r.stdout.strip().splitlines()[-1])
+  assert result["alpha_on_bound"] == 0.27 and "ON ITS BOUND 0.27" in r.stdout
+  assert "bootstrap" not in result

@@ -45,11 +45,16 @@ def _parse_multiplier(text: str) -> float:
   return float(m.group(1))
 
 
+PPL_COLUMNS = ("longppl", "loss")     # the authors' LongPPL table keeps the PPL in ``loss``
+
+
 def read_table(path, *, column: str | None = None, longppl: bool = False,
-               ppl_column: str = "longppl") -> Points:
+               ppl_column: str | None = None) -> Points:
   """Points from a collected sweep table (columns ``n``, ``tokens``, a loss column) or the
   paper authors' TSV (``model_size``, ``token_multiplier`` written like ``200.110938n``,
-  ``n``, ``loss``: D = multiplier x n). ``longppl``: fit log of a perplexity column."""
+  ``n``, ``loss``: D = multiplier x n). ``longppl``: fit log of a perplexity column
+  (``ppl_column``, default the first of ``PPL_COLUMNS`` present: the authors' own
+  ``swa128_longppl.tsv`` ships its PPL under ``loss``)."""
   path = Path(path)
   if not path.is_file():
     raise TableError(f"table {path} does not exist")
@@ -62,7 +67,7 @@ def read_table(path, *, column: str | None = None, longppl: bool = False,
     raise TableError(f"table {path} has a header but no rows")
   cols = rows[0].keys()
   if longppl:
-    column = column or ppl_column
+    column = column or ppl_column or next((c for c in PPL_COLUMNS if c in cols), PPL_COLUMNS[0])
   else:
     column = column or next((c for c in LOSS_COLUMNS if c in cols), None)
   if column is None or column not in cols:
@@ -109,9 +114,11 @@ class Fit:
 
 
 def fit(points: Points, *, formula: str = "no_constant", alpha_bounds=(0.2, 0.3),
-        beta_bounds=(0.0, 2.0), delta: float = 1e-3, max_starts: int | None = None) -> Fit:
+        beta_bounds=(0.0, 2.0), delta: float = 1e-3, max_starts: int | None = None,
+        start: "Fit | None" = None) -> Fit:
   """Minimise the Huber loss of log residuals from a grid of starting points (all of them,
-  or ``max_starts`` spread evenly over the grid: a quicker, rougher search)."""
+  or ``max_starts`` spread evenly over the grid: a quicker, rougher search), plus ``start``
+  (a previous fit's optimum: what a bootstrap refit starts from)."""
   if formula not in FORMULAS:
     raise TableError(f"--formula must be one of {FORMULAS}, got {formula!r}")
   log_n, log_d, log_y = np.log(points.n), np.log(points.d), np.log(points.y)
@@ -140,6 +147,9 @@ def fit(points: Points, *, formula: str = "no_constant", alpha_bounds=(0.2, 0.3)
   grid = list(grid)
   if max_starts is not None and max_starts < len(grid):
     grid = [grid[i] for i in np.linspace(0, len(grid) - 1, max_starts).round().astype(int)]
+  if start is not None:
+    grid.insert(0, (math.log(start.b), start.alpha, math.log(start.c), start.beta)
+                + ((math.log(max(start.e, 1e-12)),) if with_e else ()))
   best = None
   for x0 in grid:
     res = minimize(objective, np.array(x0, float), jac=True, method="L-BFGS-B", bounds=bounds)
@@ -148,6 +158,32 @@ def fit(points: Points, *, formula: str = "no_constant", alpha_bounds=(0.2, 0.3)
   x = best.x
   return Fit(formula, b=math.exp(x[0]), alpha=x[1], c=math.exp(x[2]), beta=x[3],
              e=math.exp(x[4]) if with_e else 0.0, objective=float(best.fun))
+
+
+def on_bound(value: float, bounds, tol: float = 1e-4) -> float | None:
+  """The bound ``value`` sits on (the fit was stopped there, not at a minimum), or None."""
+  return next((b for b in bounds if abs(value - b) <= tol), None)
+
+
+def bootstrap(points: Points, fitted: Fit, *, resamples: int = 200, seed: int = 0,
+              level: float = 0.95, **fit_kwargs) -> dict:
+  """Percentile intervals of alpha and beta over fits to ``resamples`` resamplings of the
+  points (with replacement), each refit started from ``fitted`` and a coarse grid. Returns
+  {"alpha": (lo, hi), "beta": (lo, hi), "resamples": n, "level": level}."""
+  rng = np.random.default_rng(seed)
+  alphas, betas = [], []
+  for _ in range(resamples):
+    idx = rng.integers(0, len(points.y), len(points.y))
+    if len(set(points.n[idx])) < 2 or len(set(points.d[idx])) < 2:
+      continue                          # a resample that cannot separate N from D
+    f = fit(Points(points.n[idx], points.d[idx], points.y[idx], points.label),
+            formula=fitted.formula, max_starts=8, start=fitted, **fit_kwargs)
+    alphas.append(f.alpha)
+    betas.append(f.beta)
+  q = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
+  return dict(alpha=tuple(float(v) for v in np.percentile(alphas, q)),
+              beta=tuple(float(v) for v in np.percentile(betas, q)),
+              resamples=len(alphas), level=level)
 
 
 def scores(fit_: Fit, points: Points, mask=None) -> dict:
@@ -196,7 +232,10 @@ def main(argv):
   p.add_argument("table", help="a collected sweep table (CSV/TSV) or the paper authors' TSV")
   p.add_argument("--formula", choices=FORMULAS, default="no_constant")
   p.add_argument("--longppl", action="store_true", help="fit log(PPL) of --ppl-column")
-  p.add_argument("--ppl-column", default="longppl")
+  p.add_argument("--ppl-column", default=None,
+                 help="the PPL column (default: the first of %s present)" % (PPL_COLUMNS,))
+  p.add_argument("--bootstrap", type=int, default=200,
+                 help="resamples for the 95%% intervals of alpha and beta (0: none)")
   p.add_argument("--column", default=None, help="the loss column (default: first of %s)" % (LOSS_COLUMNS,))
   p.add_argument("--validate", action="store_true", help="hold out the largest model; report R^2, RMSE, MAE")
   p.add_argument("--alpha-bounds", default="0.2,0.3")
@@ -223,13 +262,28 @@ def main(argv):
                  formula=a.formula, alpha_bounds=alpha_bounds, beta_bounds=beta_bounds)
   except TableError:
     raise
+  if a.bootstrap < 0:
+    raise TableError(f"--bootstrap must be >= 0 (got {a.bootstrap})")
   result = dict(fit=str(fitted), **dataclasses.asdict(fitted),
-                train=scores(fitted, points, train_mask))
+                train=scores(fitted, points, train_mask),
+                alpha_on_bound=on_bound(fitted.alpha, alpha_bounds),
+                beta_on_bound=on_bound(fitted.beta, beta_bounds))
+  if a.bootstrap:
+    result["bootstrap"] = bootstrap(
+        Points(points.n[train_mask], points.d[train_mask], points.y[train_mask], points.label),
+        fitted, resamples=a.bootstrap, alpha_bounds=alpha_bounds, beta_bounds=beta_bounds)
   if a.validate:
     result["held_out"] = dict(n=float(held_n), **scores(fitted, points, ~train_mask))
   out = Path(a.out) if a.out else Path(a.table).with_suffix(".fit.png")
   plot(fitted, points, out, held_n)
   print(f"{points.label}: {fitted}")
+  for name in ("alpha", "beta"):
+    value, bound = getattr(fitted, name), result[f"{name}_on_bound"]
+    ci = result.get("bootstrap", {}).get(name)
+    print(f"  {name} = {value:.4f}" + (f"  95% bootstrap interval [{ci[0]:.4f}, {ci[1]:.4f}] "
+                                        f"({result['bootstrap']['resamples']} resamples)" if ci else "")
+          + (f"  ON ITS BOUND {bound:g}: the fit stopped at the bound, not at a minimum; "
+             f"widen --{name}-bounds to see where it would go" if bound is not None else ""))
   for k in ("train", "held_out"):
     if k in result:
       s = result[k]

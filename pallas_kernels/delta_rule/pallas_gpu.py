@@ -18,7 +18,7 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
   scale = dk ** -0.5 if scale is None else scale
   chunk = pallas_gpu.gpu_chunk(chunk_size, t)
   kp, vp = pow2_at_least_16(dk), pow2_at_least_16(dv)
-  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk)
+  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk, False)
   qd, kd, w, ut = pad_last(qd, kp), pad_last(kd, kp), pad_last(w, kp), pad_last(ut, vp)
   s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
         else initial_state.astype(jnp.float32))

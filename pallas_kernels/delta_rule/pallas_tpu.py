@@ -16,9 +16,9 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
   dv = v.shape[-1]
   scale = dk ** -0.5 if scale is None else scale
   chunk = pallas_tpu.tpu_chunk(chunk_size, t)
-  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk)
+  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk, True)
   s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
         else initial_state.astype(jnp.float32))
-  o, s_final = state_scan.state_scan(pallas_tpu.kernels(interpret), chunk, qd, kd, w, ut, aqk,
-                                     gam, s0)
+  o, s_final = state_scan.state_scan(pallas_tpu.kernels(interpret, q.dtype), chunk, qd, kd, w,
+                                     ut, aqk, gam, s0)
   return state_scan.from_kernel_layout(o, t, q.dtype), s_final
