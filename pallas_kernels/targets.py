@@ -42,14 +42,15 @@ class Chip:
   peak_bf16_flops: float
   hbm_bandwidth: float
   hbm_bytes: int
+  host: tuple = ()         # TPU: the chip grid of one host, the smallest slice libtpu builds
 
 
 GiB = 1 << 30
 CHIPS = {
-    "v4": Chip("v4", "tpu", 275e12, 1.2e12, 32 * GiB),
-    "v5e": Chip("v5e", "tpu", 197e12, 8.19e11, 16 * GiB),
-    "v5p": Chip("v5p", "tpu", 459e12, 2.765e12, 95 * GiB),
-    "v6e": Chip("v6e", "tpu", 918e12, 1.64e12, 32 * GiB),
+    "v4": Chip("v4", "tpu", 275e12, 1.2e12, 32 * GiB, (2, 2, 1)),
+    "v5e": Chip("v5e", "tpu", 197e12, 8.19e11, 16 * GiB, (2, 2)),
+    "v5p": Chip("v5p", "tpu", 459e12, 2.765e12, 95 * GiB, (2, 2, 1)),
+    "v6e": Chip("v6e", "tpu", 918e12, 1.64e12, 32 * GiB, (2, 2)),
     "h100": Chip("h100", "gpu", 989e12, 3.35e12, 80 * 10**9),
     "h200": Chip("h200", "gpu", 989e12, 4.8e12, 141 * 10**9),
 }
@@ -141,6 +142,10 @@ def parse(topology: str) -> tuple[str, tuple[int, ...]]:
     raise TargetError(f"unknown topology {topology!r}: every dimension must be >= 1")
   if chip.platform == "gpu" and len(shape) != 1:
     raise TargetError(f"unknown topology {topology!r}: a GPU target is <gpu>:<n GPUs>, e.g. h100:8")
+  if chip.platform == "tpu" and (not m["shape"] or len(shape) != len(chip.host)):
+    example = "x".join(map(str, chip.host))
+    raise TargetError(f"unknown topology {topology!r}: {chip.name} slices have {len(chip.host)} "
+                      f"dimensions, e.g. {chip.name}:{example}")
   return chip.name, shape
 
 
@@ -179,9 +184,9 @@ def devices(topology: str) -> list:
   # single-process lock file is for real chips, not for deviceless compilation.
   os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
   n_chips = math.prod(shape)
-  host = (2, 2) if len(shape) == 2 else (2, 2, 1)
+  host = CHIPS[name].host
   try:
-    if n_chips >= math.prod(host):
+    if n_chips >= math.prod(host) or any(n > h for n, h in zip(shape, host)):
       return list(_tpu_devices(f"{name}:{'x'.join(map(str, shape))}"))
     # libtpu builds whole hosts only: a smaller slice is the first chips of one host.
     host_devices = _tpu_devices(f"{name}:{'x'.join(map(str, host))}")

@@ -1,5 +1,6 @@
-"""Deviceless compiles for TPU topologies (libtpu on a CPU host): the full train step of every
-mixer compiles on one chip and on a 4-chip FSDP mesh within a recorded memory budget, remat
+"""Deviceless compiles for TPU topologies (libtpu on a CPU host) and 8 H100s (the CUDA plugin):
+the full train step of every mixer compiles, with the target's Pallas kernels (``auto``) each
+on its device's rows, on one chip and on a 4-chip FSDP mesh within a recorded memory budget, remat
 and microbatches cut its memory, bf16 compute keeps fp32 master weights, and ``hybrid-jax
 plan`` reports, fits and fails as documented.
 
@@ -8,6 +9,7 @@ compiles the paper sizes. Budgets: ``tests/plan_budgets.json``; after an intende
 rerun with ``HYBRID_JAX_RECORD_BUDGETS=1`` to record new ones.
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -19,6 +21,7 @@ import pytest
 
 from conftest import tiny_config
 from hybrid_jax.resolve import resolve
+from pallas_kernels import targets
 
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
@@ -27,9 +30,10 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
 BUDGETS = Path(__file__).parent / "plan_budgets.json"
 SLACK = 1.10                     # a compile may use 10% more than recorded before it fails
 LETTERS = "FSHMGL"
-# Kernel implementations compiled. "xla" until dispatch follows the compile target (issue 17,
-# kernel half); then add "auto" (the Pallas TPU kernels inside shard_map).
-IMPLS = ("xla",)
+# (pattern, implementation, chips) compiled: every mixer alone with its TPU kernels on a 4-chip
+# FSDP mesh (the production path), and one model of all six mixers on one chip with each
+# implementation (all mixers in one compile: CI runs on 2 cores).
+CASES = [(letter, "auto", 4) for letter in LETTERS] + [(LETTERS, "xla", 1), (LETTERS, "auto", 1)]
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +48,9 @@ def four_chips():
   return target("v5e:2x2")
 
 
-def _cfg(letter, impl="xla", fsdp=1, seq_len=128, **train):
-  c = tiny_config(letter if letter != "H" else "H", steps=10, local_head_fraction=0.5)
+def _cfg(pattern, impl="auto", fsdp=1, seq_len=128, **train):
+  c = tiny_config(pattern, steps=10, local_head_fraction=0.5)
+  c.model.n_layers = max(2, len(pattern))
   c.model.attention_impl = c.model.recurrent_impl = impl
   c.model.dtype = "bfloat16"
   c.data.seq_len = seq_len
@@ -55,6 +60,20 @@ def _cfg(letter, impl="xla", fsdp=1, seq_len=128, **train):
     section, leaf = k.split("__")
     c[section][leaf] = v
   return resolve(c)
+
+
+@pytest.fixture(scope="module")
+def compiled(one_chip, four_chips):
+  """compile_step of ``_cfg(pattern, impl, chips)``, once per module (tests share compiles)."""
+  from hybrid_jax.plan.compile import compile_step
+  cache = {}
+
+  def get(pattern, impl, chips):
+    if (pattern, impl, chips) not in cache:
+      target = one_chip if chips == 1 else four_chips
+      cache[pattern, impl, chips] = compile_step(_cfg(pattern, impl, fsdp=chips), target.devices)
+    return cache[pattern, impl, chips]
+  return get
 
 
 def _check_budget(key: str, hbm_bytes: int):
@@ -68,46 +87,68 @@ def _check_budget(key: str, hbm_bytes: int):
       f"{key}: {hbm_bytes} bytes per device, recorded budget {budgets[key]} (memory regression)")
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("letter", list(LETTERS))
-@pytest.mark.parametrize("chips", [1, 4])
-def test_train_step_of_every_mixer_compiles_within_budget(letter, chips, impl, one_chip, four_chips):
-  from hybrid_jax.plan.compile import compile_step
-  target = one_chip if chips == 1 else four_chips
-  cfg = _cfg(letter, impl, fsdp=chips)
-  c = compile_step(cfg, target.devices)
+def _kernel_rows(executable, names=("tpu_custom_call",)) -> set:
+  """The leading dimension of every result of every Pallas custom call in the program."""
+  calls = targets.custom_call_shapes(executable.as_text(), names=names)
+  return calls, {s[0] for _, shapes in calls for s in shapes if s}
+
+
+@pytest.mark.parametrize("pattern,impl,chips", CASES)
+def test_train_step_of_every_mixer_compiles_within_budget(pattern, impl, chips, compiled):
+  c = compiled(pattern, impl, chips)
   assert c.hbm_bytes > c.argument_bytes > 0 and c.compiler_flops and c.compiler_flops > 0
   assert c.batch_axes == ("data", "fsdp")
-  _check_budget(f"{letter}/{impl}/{chips}chip", c.hbm_bytes)
+  _check_budget(f"{pattern}/{impl}/{chips}chip", c.hbm_bytes)
+  calls, rows = _kernel_rows(c.executable)
+  if impl == "xla":
+    assert not calls, calls
+  else:     # auto on a TPU target: the Mosaic kernels, each on its device's 8 / chips rows
+    assert calls and rows == {8 // chips}, (calls, rows)
 
 
-def test_fsdp_splits_the_state_and_bf16_compute_keeps_fp32_master_weights(four_chips):
+@pytest.mark.skipif(targets.missing("gpu") is not None,
+                    reason=f"cannot compile for GPU: {targets.missing('gpu')}")
+def test_train_step_on_eight_h100s_runs_every_kernel_per_device():
+  """On an 8-GPU FSDP mesh each Triton call gets its GPU's 16 / 8 = 2 rows, not the
+  all-gathered batch (what the step did before it traced under its mesh)."""
+  from hybrid_jax.plan.compile import compile_step
+  from hybrid_jax.plan.targets import target
+  gpus = target("h100:8")
+  cfg = _cfg(LETTERS, "auto", fsdp=8, train__batch_size=16)
+  c = compile_step(cfg, gpus.devices)
+  calls, rows = _kernel_rows(c.executable, names=("__gpu$xla.gpu.triton",))
+  assert calls and rows == {2}, (calls, rows)
+  assert c.batch_axes == ("data", "fsdp")
+
+
+def test_fsdp_splits_the_state_and_bf16_compute_keeps_fp32_master_weights(four_chips, compiled):
   """The compiled step's state arguments are float32 and split over 4 chips; its matmuls
   run in bfloat16."""
-  from hybrid_jax.plan.compile import abstract_step_inputs, compile_step
+  from hybrid_jax.plan.compile import abstract_step_inputs
   from hybrid_jax.train import sharding
   cfg = _cfg("S", fsdp=4)
   mesh = sharding.make_mesh(cfg.mesh, four_chips.devices)
-  _, _, _, state, shardings, _ = abstract_step_inputs(cfg, mesh)
+  _, _, _, state, _, _ = abstract_step_inputs(cfg, mesh)
   params = jax.tree.leaves(state["params"])
   assert {str(p.dtype) for p in params} == {"float32"}
-  c = compile_step(cfg, four_chips.devices)
+  c = compiled("S", "auto", 4)
   lines = c.executable.as_text().splitlines()
   matmuls = [l.split("=", 1)[1].strip() for l in lines if " dot(" in l or " convolution(" in l]
   assert matmuls and any(m.startswith("bf16[") for m in matmuls)     # TPU HLO: result types
   in_params = c.executable.input_shardings[0][0]["params"]
-  params = jax.tree.leaves(state["params"])
   split = [p for s, p in zip(jax.tree.leaves(in_params), params)
            if s.shard_shape(p.shape) != tuple(p.shape)]
   assert split, "FSDP split no parameter"
-  one = compile_step(_cfg("S", fsdp=1), four_chips.devices[:1])
-  # the state is split over the chips (small arrays stay whole, and TPU tiles pad them)
-  assert c.argument_bytes < 0.6 * one.argument_bytes
+  # the compiled step holds under 60% of the state per chip (small arrays stay whole)
+  whole = sum(np.prod(p.shape) * p.dtype.itemsize for p in params)
+  held = sum(np.prod(s.shard_shape(p.shape)) * p.dtype.itemsize
+             for s, p in zip(jax.tree.leaves(in_params), params))
+  assert held < 0.6 * whole, (held, whole)
 
 
 def test_remat_and_microbatches_cut_temporaries_on_tpu(one_chip):
   from hybrid_jax.plan.compile import compile_step
-  long = dict(seq_len=4096, model__n_layers=4)
+  long = dict(seq_len=1024)
   base = compile_step(_cfg("F", **long), one_chip.devices)
   full = compile_step(_cfg("F", model__remat="full", **long), one_chip.devices)
   micro = compile_step(_cfg("F", train__microbatches=4, **long), one_chip.devices)
@@ -118,7 +159,7 @@ def test_remat_and_microbatches_cut_temporaries_on_tpu(one_chip):
 
 def test_a_batch_smaller_than_the_mesh_is_replicated_over_fsdp(four_chips):
   from hybrid_jax.plan.compile import compile_step
-  cfg = _cfg("S", fsdp=4, train__batch_size=2)
+  cfg = _cfg("S", "xla", fsdp=4, train__batch_size=2)
   c = compile_step(cfg, four_chips.devices)
   assert c.batch_axes == ()
 

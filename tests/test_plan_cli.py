@@ -19,9 +19,10 @@ def _run(argv, capsys, sweep=False):
 
 
 @pytest.mark.parametrize("topology,match", [
-    ("v9z:2x2", "unknown topology 'v9z:2x2': expected CHIP:AxB[xC]"),
-    ("v5p", "unknown topology 'v5p'"),
+    ("v9z:2x2", "unknown topology 'v9z:2x2': expected <chip>:<shape>"),
+    ("v5p", "unknown topology 'v5p': v5p slices have 3 dimensions"),
     ("v5p:2x2", "v5p slices have 3 dimensions"),
+    ("h100:2x4", "a GPU target is <gpu>:<n GPUs>"),
 ])
 def test_unknown_topology_is_one_line(topology, match, capsys, tmp_path):
   code, err = _run(["--topology", topology, "--out", str(tmp_path / "p.jsonl")], capsys)
@@ -43,6 +44,16 @@ def test_missing_libtpu_says_how_to_install_it(capsys, monkeypatch, tmp_path):
   code, err = _run(["--topology", "v5e:2x2", "--out", str(tmp_path / "p.jsonl")], capsys)
   assert code == 2 and len(err.splitlines()) == 1
   assert f'pip install "jax[tpu]=={jax.__version__}"' in err
+
+
+def test_missing_cuda_plugin_says_how_to_install_it(capsys, monkeypatch, tmp_path):
+  import jax
+  real = importlib.util.find_spec
+  monkeypatch.setattr(importlib.util, "find_spec",
+                      lambda name, *a: None if name == "jax_cuda12_plugin" else real(name, *a))
+  code, err = _run(["--topology", "h100:8", "--out", str(tmp_path / "p.jsonl")], capsys)
+  assert code == 2 and len(err.splitlines()) == 1
+  assert f'pip install "jax-cuda12-plugin=={jax.__version__}"' in err
 
 
 def test_sweep_plan_bad_sweep_file_is_one_line(capsys, tmp_path):

@@ -17,7 +17,8 @@ def _die(prog: str, message: str):
 
 def _common(p: ArgumentParser):
   p.add_argument("--topology", required=True,
-                 help="CHIP:GRID to compile for, e.g. v5p:2x2x1, v5e:2x2, v5e:1x1 (one chip), v6e:2x2, v4:2x2x1")
+                 help="what to compile for: a TPU slice CHIP:GRID (v5p:2x2x1, v5e:2x2, v5e:1x1 for one "
+                 "chip, v6e:2x2, v4:2x2x1) or GPUs of one host GPU:N (h100:8, h200:1)")
   p.add_argument("--out", default=None, help="JSON lines file (default: plan.jsonl, or "
                  "<sweep>.<topology>.plan.jsonl for a sweep)")
   p.add_argument("--no-search", action="store_true",
@@ -25,6 +26,8 @@ def _common(p: ArgumentParser):
 
 
 def _target(prog, name):
+  """The target's devices; its TargetError (unknown name, missing libtpu or CUDA plugin, with
+  the pip command) becomes the CLI's one-line UserError."""
   from hybrid_jax.plan.targets import TargetError, target  # lazy: after _quiet_libtpu()
   try:
     return target(name)

@@ -84,7 +84,8 @@ def compile_step(cfg, devices) -> Compiled:
                              cfg.train.batch_size // cfg.train.microbatches)
   t0 = time.perf_counter()
   try:
-    compiled = step.lower(state, batch).compile()
+    with jax.set_mesh(mesh):           # the kernels' contract (the step also sets it inside)
+      compiled = step.lower(state, batch).compile()
   except Exception as e:
     temp = hbm_refusal(str(e))
     if temp is None:

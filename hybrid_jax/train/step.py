@@ -1,5 +1,7 @@
 """The jitted train step over a pure pytree state {params, opt_state}."""
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import optax
@@ -52,13 +54,25 @@ def accumulated_grad(loss_fn, params, batch, microbatches: int, constrain=lambda
                      answer_acc=sums["answer_acc"] / n_answers)
 
 
+def _mesh_in_context(mesh):
+  """The kernels' contract (``pallas_kernels.dispatch``): trace under the run's mesh, so that
+  ``auto`` picks the Pallas kernels of the mesh's platform (also a deviceless TPU topology or
+  GPU target compiled from a CPU host) and calls them per device in a ``shard_map``.
+  ``jax.set_mesh`` is refused inside ``jax.jit``; its abstract mesh, which is what dispatch
+  reads, is not (jax 0.10 and 0.11)."""
+  if mesh is None:
+    return contextlib.nullcontext()
+  return jax.sharding.use_abstract_mesh(mesh.abstract_mesh)
+
+
 def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, microbatches=1,
                     batch_size=None, donate: bool = True):
   """The jitted step; with a ``mesh``, the state keeps ``state_shardings`` (FSDP) and the
   batch arrives split over the batch axes (``sharding.batch_axes`` of a microbatch when
   ``batch_size`` is given); ``microbatches > 1`` accumulates gradients. ``donate``: the input
   state's buffers are reused for the output state (no second copy of parameters and moments;
-  the caller must not read the state it passed in)."""
+  the caller must not read the state it passed in). The step traces with ``mesh`` in context
+(``_mesh_in_context``): callers need not enter ``jax.set_mesh`` themselves."""
   def loss_fn(params, batch):
     model = nnx.merge(graphdef, params, rest)
     logits = model(batch["inputs"])
@@ -71,6 +85,10 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, micr
     constrain = lambda b: jax.lax.with_sharding_constraint(b, batch_sharding)
 
   def train_step(state, batch):
+    with _mesh_in_context(mesh):
+      return _train_step(state, batch)
+
+  def _train_step(state, batch):
     grads, metrics = accumulated_grad(loss_fn, state["params"], batch, microbatches, constrain)
     with jax.named_scope("optimizer"):
       updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
