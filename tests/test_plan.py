@@ -146,6 +146,7 @@ def test_fsdp_splits_the_state_and_bf16_compute_keeps_fp32_master_weights(four_c
   assert held < 0.6 * whole, (held, whole)
 
 
+@pytest.mark.slow   # ~3 min of TPU compiles; tests/test_accumulate_remat.py checks the cut on CPU
 def test_remat_and_microbatches_cut_temporaries_on_tpu(one_chip):
   from hybrid_jax.plan.compile import compile_step
   long = dict(seq_len=1024)
