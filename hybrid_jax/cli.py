@@ -18,7 +18,7 @@ USER_ERROR_EXIT_CODE = 2
 
 # command: (module exposing main(argv) -> int, one-sentence description)
 COMMANDS = {
-    "train": ("hybrid_jax.train.cli", "Train one run, or resume it from its last checkpoint."),
+    "train": ("hybrid_jax.training", "Train one run, or resume it from its last checkpoint."),
     "eval": ("hybrid_jax.eval.cli", "Evaluate every checkpoint of a run not yet evaluated."),
     "sweep": ("hybrid_jax.launch.cli", "Submit a grid of runs, show its status, or collect its metrics."),
     "plot": ("hybrid_jax.plot.cli", "Draw emergence or scaling figures from run directories."),
@@ -38,11 +38,18 @@ def _parser() -> ArgumentParser:
   return p
 
 
-def _module(command: str, argv: list[str]):
-  """(the module that runs ``command``, the arguments it gets)."""
-  name = COMMANDS[command][0]
+# (command, subcommand): (module, its function) run in place of the command's ``main``: a
+# subcommand that lives in a package above the command's own (``sweep plan`` compiles runs).
+SUBCOMMANDS = {("sweep", "plan"): ("hybrid_jax.plan.cli", "main_sweep_plan")}
+
+
+def _entry(command: str, argv: list[str]):
+  """(the function that runs ``command``, the arguments it gets)."""
+  name, function, rest = COMMANDS[command][0], "main", argv
+  if argv and (command, argv[0]) in SUBCOMMANDS:
+    (name, function), rest = SUBCOMMANDS[command, argv[0]], argv[1:]
   try:
-    return importlib.import_module(name), argv
+    return getattr(importlib.import_module(name), function), rest
   except ImportError as e:
     raise UserError(f"hybrid-jax {command} is not available ({one_line(e)})") from e
 
@@ -57,8 +64,8 @@ def main(argv=None) -> int:
   command = argv[0]
   try:
     parser.parse_args(argv[:1])
-    module, rest = _module(command, argv[1:])
-    code = module.main(rest)
+    entry, rest = _entry(command, argv[1:])
+    code = entry(rest)
   except UserError as e:
     print(f"hybrid-jax: error: {e}", file=sys.stderr)
     return USER_ERROR_EXIT_CODE

@@ -24,6 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hybrid_jax.configs.base import base_config
+from hybrid_jax.run import RunDir
+from hybrid_jax.train import loop
 from pallas_kernels import bench, dispatch
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
@@ -110,9 +113,6 @@ def time_op(op, args, window, implementations, reps) -> list[dict]:
 def train_steps(pattern, steps, seq_len, batch, size="S1") -> dict:
   """``steps`` training steps of ``pattern`` at ``size`` with the default (auto) kernels in a
   temporary run directory: the losses, the run's status and its wall time."""
-  from hybrid_jax.configs.base import base_config
-  from hybrid_jax.train import loop
-  from hybrid_jax.train.rundir import RunDir
   cfg = base_config()
   cfg.model.size, cfg.model.pattern = size, pattern
   cfg.data.seq_len, cfg.train.batch_size, cfg.train.steps = seq_len, batch, steps

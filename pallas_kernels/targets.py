@@ -154,13 +154,13 @@ def platform(topology: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _tpu_devices(name: str) -> tuple:
-  from jax.experimental import topologies
+  from jax.experimental import topologies   # lazy: needs libtpu / the CUDA plugin to describe devices
   return tuple(topologies.get_topology_desc(platform="tpu", topology_name=name).devices)
 
 
 @functools.lru_cache(maxsize=None)
 def _gpu_devices(name: str, n: int) -> tuple:
-  from jax.experimental import topologies
+  from jax.experimental import topologies   # lazy: needs libtpu / the CUDA plugin to describe devices
   return tuple(topologies.get_topology_desc(
       platform="cuda", topology_name="", target_config=GPU_TARGET_CONFIGS[name],
       topology=f"1x1x{n}").devices)

@@ -19,7 +19,7 @@ from hybrid_jax.analysis.mechanism import ablate, constrain, gradient, heads, pr
 from hybrid_jax.analysis.mechanism import forward as F
 from hybrid_jax.resolve import resolve
 from hybrid_jax.data.tasks import Example
-from hybrid_jax.eval.checkpoints import checkpoint_steps
+from hybrid_jax.run import checkpoint_steps
 from hybrid_jax.model.lm import build_model
 
 # --- a hand-built model whose retrieval head is known --------------------------------------
@@ -230,7 +230,7 @@ LENGTH = "170"
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  from hybrid_jax.train.loop import train
+  from hybrid_jax.training import train
   c = tiny_config("FM", steps=4, n_layers=2)
   c.checkpoint.every = 2
   c.eval.every = None

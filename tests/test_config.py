@@ -6,7 +6,7 @@ import pytest
 from flax import nnx
 
 from conftest import tiny_config
-from hybrid_jax.train.cli import parse_train_flags
+from hybrid_jax.training import parse_train_flags
 from hybrid_jax.configs import ConfigError, sizes
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.configs.default import get_config
@@ -156,7 +156,6 @@ def test_cli_config_file_argument(tmp_path):
 
 # --- configs as a leaf, resolved once, a frozen model config at the model boundary -------
 
-import ast  # noqa: E402
 import dataclasses  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -168,24 +167,14 @@ from hybrid_jax.eval.settings import EvalSettings  # noqa: E402
 from hybrid_jax.model.config import ModelConfig  # noqa: E402
 from hybrid_jax.model.flops import model_flops_per_token  # noqa: E402
 from hybrid_jax.resolve import ensure_resolved  # noqa: E402
+from source_imports import imported_modules  # noqa: E402
 
 PACKAGE = Path(__file__).parents[1] / "hybrid_jax"
 
 
-def _imported_modules(path: Path) -> set[str]:
-  """Every module an import statement of ``path`` names, at any depth (function bodies too)."""
-  names = set()
-  for node in ast.walk(ast.parse(path.read_text())):
-    if isinstance(node, ast.Import):
-      names |= {a.name for a in node.names}
-    elif isinstance(node, ast.ImportFrom) and node.module:
-      names.add(node.module)
-  return names
-
-
 def test_configs_is_a_leaf_of_the_package():
   for path in sorted((PACKAGE / "configs").glob("*.py")):
-    outside = {n for n in _imported_modules(path)
+    outside = {n for n in imported_modules(path)
                if n.split(".")[0] in ("hybrid_jax", "pallas_kernels")
                and not n.startswith("hybrid_jax.configs") and n != "hybrid_jax.errors"}
     assert not outside, f"{path.name} imports {sorted(outside)}"
@@ -199,10 +188,10 @@ def test_configs_is_a_leaf_of_the_package():
 
 def test_the_model_counts_its_parameters_without_the_configs_package():
   for name in ("lm.py", "params.py", "registry.py"):
-    assert not {n for n in _imported_modules(PACKAGE / "model" / name)
+    assert not {n for n in imported_modules(PACKAGE / "model" / name)
                 if n.startswith("hybrid_jax.configs")}, name
   # the registry finds the mixers on disk: the modules that register can import it
-  assert not {n for n in _imported_modules(PACKAGE / "model" / "registry.py") if n.startswith("hybrid_jax")}
+  assert not {n for n in imported_modules(PACKAGE / "model" / "registry.py") if n.startswith("hybrid_jax")}
 
 
 def test_model_config_is_frozen_and_has_every_schema_key():
@@ -243,17 +232,19 @@ def test_ensure_resolved_resolves_only_a_requested_config():
 
 
 def test_a_train_command_resolves_its_config_once(monkeypatch, tmp_path):
-  from hybrid_jax.train import cli, loop
+  from hybrid_jax import training
+  from hybrid_jax.train import loop
   calls, trained = [], []
   real = hybrid_jax.resolve.resolve
-  monkeypatch.setattr(hybrid_jax.resolve, "resolve", lambda cfg: calls.append(1) or real(cfg))
+  counting = lambda cfg: calls.append(1) or real(cfg)
+  monkeypatch.setattr(hybrid_jax.resolve, "resolve", counting)
 
   def fake_train(cfg, workdir, **kwargs):   # the loop's own entry: resolves only if needed
     trained.append(ensure_resolved(cfg))
     return dict(state="done", step=1, total_steps=1)
 
   monkeypatch.setattr(loop, "train", fake_train)
-  assert cli.main([f"--workdir={tmp_path}", "--config.train.steps=1"]) == 0
+  assert training.main([f"--workdir={tmp_path}", "--config.train.steps=1"]) == 0
   assert len(calls) == 1 and is_resolved(trained[0])
 
 

@@ -190,7 +190,7 @@ def get_config():
 
 def test_hybrid_jax_train_runs_on_the_mix(tmp_path):
   from hybrid_jax.cli import main
-  from hybrid_jax.train.rundir import RunDir
+  from hybrid_jax.run import RunDir
   config = tmp_path / "tiny.py"
   config.write_text(CONFIG_FILE)
   main(["train", "--config", str(config), "--workdir", str(tmp_path / "run"),

@@ -18,8 +18,9 @@ from hybrid_jax.eval.checkpoints import EvalInputError
 from hybrid_jax.eval.evaluate import evaluate_run
 from hybrid_jax.eval.longppl import LongPPLEval, truncated_index
 from hybrid_jax.eval.settings import EvalSettings
-from hybrid_jax.train.loop import Preempted, train
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.train.loop import Preempted
+from hybrid_jax.training import train
+from hybrid_jax.run import RunDir, RunDirError
 
 KV_TASK = "kv_recall"
 
@@ -38,7 +39,7 @@ def _kv_recall_tasks():
 
   def make_example(name, *, length, depth, seed, index, tokenizer=None, corpus=None):
     rng = np.random.default_rng([seed, index, length])
-    words, lengths, probs = syn._lexicon()
+    words, lengths, probs = syn.lexicon()
     ids = rng.choice(len(probs), size=length, p=probs)
     tokens = np.concatenate([words[i][:lengths[i]] for i in ids])[:length].astype(np.int32)
     key, value = rng.choice(syn.KEYS), rng.choice(syn.VALUES)
@@ -310,6 +311,6 @@ def test_training_evaluates_every_k_steps_and_resumes_exactly(tmp_path, kv_tasks
 def test_bad_reference_fails_training_before_anything_is_written(tmp_path, kv_tasks):
   c = _small_eval(tiny_config(steps=4))
   c.eval.every, c.eval.reference = 2, str(tmp_path / "nope")
-  with pytest.raises(EvalInputError, match="does not exist"):
+  with pytest.raises(RunDirError, match="does not exist"):
     train(c, tmp_path / "run", progress=False)
   assert not (tmp_path / "run").exists()

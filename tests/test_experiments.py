@@ -11,6 +11,7 @@ import pytest
 
 from experiments.toy_study import config as T
 from hybrid_jax.launch.grid import load_sweep, plan
+from source_imports import imported_modules
 from test_study import fake_run
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
@@ -232,15 +233,6 @@ def test_the_library_holds_no_experiment_code():
   assert not (package / "analysis" / "study.py").exists()
   assert not (package / "configs" / "toy_study.py").exists()
   for path in package.rglob("*.py"):
-    assert "experiments" not in {n.split(".")[0] for n in _imports(path)}, path
+    assert "experiments" not in {n.split(".")[0] for n in imported_modules(path)}, path
 
 
-def _imports(path):
-  import ast
-  names = set()
-  for node in ast.walk(ast.parse(path.read_text())):
-    if isinstance(node, ast.Import):
-      names |= {a.name for a in node.names}
-    elif isinstance(node, ast.ImportFrom) and node.module:
-      names.add(node.module)
-  return names

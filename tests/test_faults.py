@@ -11,8 +11,8 @@ from conftest import tiny_config
 from hybrid_jax import cli
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.failures import DiskError, NonFiniteLoss
-from hybrid_jax.train.loop import train
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.training import train
+from hybrid_jax.run import RunDir
 
 
 def _backend_log(line: str) -> bool:
@@ -220,7 +220,8 @@ def test_bad_records_never_crash_status_or_collect_and_collect_counts_them(tmp_p
     f.write(json.dumps(dict(step=3, tokens=30, settings_id="s", retrieval_acc="high")).encode() + b"\n")
   run.append_eval(dict(step=4, tokens=40, settings_id="s", retrieval_acc=0.75))
   assert report.status_rows(tmp_path)[0]["long_score"] == 0.75
-  rows, skipped = report.collect_rows(tmp_path, with_skipped=True)
+  from hybrid_jax.run import collect_rows
+  rows, skipped = collect_rows(tmp_path, with_skipped=True)
   assert [r["step"] for r in rows] == [1, 4] and skipped == 3
   assert cli.main(["sweep", "collect", str(tmp_path)]) == 0
   assert "3 unreadable records skipped" in capsys.readouterr().out

@@ -19,7 +19,7 @@ from hybrid_jax.data.text import generated_sentences
 from hybrid_jax.data.tokenizer import HFTokenizer, load_tokenizer
 from hybrid_jax.eval.checkpoints import RunModels
 from hybrid_jax.loading import LoadError
-from hybrid_jax.train.loop import train
+from hybrid_jax.training import train
 
 
 @pytest.fixture(scope="module")

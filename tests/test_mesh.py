@@ -23,8 +23,9 @@ PROBE = textwrap.dedent("""
     from conftest import tiny_config
     from hybrid_jax.resolve import resolve
     from hybrid_jax.train import sharding
-    from hybrid_jax.train.loop import init_state, train
-    from hybrid_jax.train.rundir import RunDir
+    from hybrid_jax.train.state import init_state
+    from hybrid_jax.training import train
+    from hybrid_jax.run import RunDir
     c = tiny_config(steps={steps})
     c.model.d_model, c.model.n_heads, c.model.n_kv_heads = 64, 4, 2
     c.train.batch_size = 8
@@ -101,7 +102,7 @@ MULTI = textwrap.dedent("""
     distributed.initialize()            # before anything starts a JAX backend
     import jax
     from conftest import tiny_config
-    from hybrid_jax.train.loop import train
+    from hybrid_jax.training import train
     c = tiny_config(steps={steps})
     c.model.d_model, c.model.n_heads, c.model.n_kv_heads = 64, 4, 2
     c.train.batch_size = 8
@@ -133,7 +134,7 @@ def test_two_processes_train_the_run_one_process_trains(tmp_path, reference):
   infos = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
   assert [i["process"] for i in infos] == [0, 1]
   assert all(i["processes"] == 2 and i["devices"] == 2 and i["state"] == "done" for i in infos), infos
-  from hybrid_jax.train.rundir import RunDir
+  from hybrid_jax.run import RunDir
   losses = [r["loss"] for r in RunDir(workdir).read_metrics()]   # written by process 0 only
   assert len(losses) == STEPS
   np.testing.assert_allclose(losses, reference["losses"], rtol=2e-4)

@@ -145,14 +145,19 @@ def latest_checkpoint(run_dir) -> int:
   return max([int(p.name) for p in ck.iterdir() if p.name.isdigit()] or [0]) if ck.exists() else 0
 
 
-def test_kill_launcher_then_resubmit_equals_uninterrupted(tmp_path):
+def two_seeds_and_their_reference(tmp_path, steps):
+  """(sweep file of two seeds, their uninterrupted runs' root, an empty root to test in)."""
   sweep = write_sweep(tmp_path, """
       def get_sweep():
         return Sweep(base=tiny(), grid=axis("train.seed", [0, 1]))
-      """, steps=60)
+      """, steps=steps)
   reference = tmp_path / "reference"
   assert cli("sweep", "submit", str(sweep), "--root", str(reference)).returncode == 0
-  root = tmp_path / "root"
+  return sweep, reference, tmp_path / "root"
+
+
+def test_kill_launcher_then_resubmit_equals_uninterrupted(tmp_path):
+  sweep, reference, root = two_seeds_and_their_reference(tmp_path, steps=60)
   launcher = subprocess.Popen([sys.executable, "-m", "hybrid_jax.cli", "sweep", "submit",
                                str(sweep), "--root", str(root), "--parallel", "2"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -191,7 +196,7 @@ def test_every_shipped_sweep_file_plans(path):
 def test_status_of_a_running_run_shows_its_latest_logged_step(tmp_path):
   """status.json is written when a run starts and ends; while it runs, the table's step
   comes from metrics.jsonl, so it agrees with the tokens column."""
-  from hybrid_jax.train.rundir import RunDir
+  from hybrid_jax.run import RunDir
   for name, state in (("a", "running"), ("b", "preempted")):
     run = RunDir(tmp_path / name)
     run.path.mkdir()

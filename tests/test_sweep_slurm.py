@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from test_sweep import cli, latest_checkpoint, losses, write_sweep
+from test_sweep import cli, latest_checkpoint, losses, two_seeds_and_their_reference, write_sweep
 
 
 def slurm_available() -> bool:
@@ -48,13 +48,7 @@ def wait_for(predicate, timeout=300):
 
 
 def test_slurm_sweep_with_scancel_and_resubmit(tmp_path):
-  sweep = write_sweep(tmp_path, """
-      def get_sweep():
-        return Sweep(base=tiny(), grid=axis("train.seed", [0, 1]))
-      """, steps=300)      # long enough that scancel lands mid-run
-  reference = tmp_path / "reference"
-  assert cli("sweep", "submit", str(sweep), "--root", str(reference)).returncode == 0
-  root = tmp_path / "root"
+  sweep, reference, root = two_seeds_and_their_reference(tmp_path, steps=300)  # scancel lands mid-run
   first = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm")
   assert first.returncode == 0 and first.stdout.count("submitted") == 2, first.stdout + first.stderr
   again = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm")

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import tiny_config
 from hybrid_jax.train.checkpoint import log_spaced_steps
-from hybrid_jax.train.loop import train
-from hybrid_jax.train.rundir import RunDir, RunDirError
+from hybrid_jax.training import train
+from hybrid_jax.run import RunDir, RunDirError
 
 STEPS = 48
 CONFIG_FILE = f"""

@@ -18,6 +18,7 @@ from experiments.scaling import sweep as grid
 from experiments.toy_study import config as T
 from experiments.toy_study import runner, study
 from hybrid_jax.analysis import scaling as S
+from hybrid_jax.run import architecture_label
 
 FAR = study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
 AT128 = study.mean_of("retrieval_acc/kv_recall/128")
@@ -29,7 +30,8 @@ FIT_STARTS = None              # every start of the fit's multi-start grid
 
 
 def arch_name(pattern, window) -> str:
-  return f"SF w={T.WINDOWS[window]}" if pattern == "SF" else pattern
+  """The architecture label of a grid point (``window``: a size name of T.WINDOWS or None)."""
+  return architecture_label(dict(pattern=pattern, window=T.WINDOWS.get(window)))
 
 
 def main(argv=None):

@@ -11,11 +11,14 @@ import dataclasses
 import datetime
 import json
 import math
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.run import RunDir, architecture_label, atomic_write_text
 
 
 class StudyInputError(ValueError):
@@ -51,7 +54,7 @@ class StudyRun:
 
   @property
   def label(self) -> str:
-    return label(self.model)
+    return architecture_label(self.model)     # "F", "SF w=4", "SF w=4 NoPE-full"
 
   def matches(self, **where) -> bool:
     """``size="toy-xs", pattern="SF", window=4, pos_full="rope", seed=0, budget=30.0``."""
@@ -67,21 +70,13 @@ class StudyRun:
     """Wall time of the training, from the first checkpoint's to the final status's
     timestamp (the compile before step 1 is left out): enough to state a run's cost."""
     status = RunDir(self.path, writer=False).read_status() or {}
-    first = self.path / "checkpoints" / "1"
+    first = RunDir(self.path, writer=False).checkpoint_dir / "1"
     if status.get("state") != "done" or not first.exists():
       return None
     end = datetime.datetime.strptime(status["updated"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
     return max(0.0, end - first.stat().st_mtime)
 
 
-def label(model: dict) -> str:
-  """"F", "SF w=4", "SF w=4 NoPE-full", "LF": the architecture as the reports name it."""
-  out = model["pattern"]
-  if any(ch in model["pattern"] for ch in "SH"):
-    out += f" w={model['window']}"
-  if model.get("pos_full") == "nope" and "F" in model["pattern"]:
-    out += " NoPE-full"
-  return out
 
 
 def load_runs(root) -> list[StudyRun]:
@@ -210,9 +205,6 @@ def band_figure(ax, groups: dict, *, ylabel: str, chance: float | None = None, l
 def cli(*args, check: bool = True) -> float:
   """Run ``hybrid-jax ARGS...`` in a child process (what a user would type; a child's
   memory goes back when it ends) and return its wall time in seconds."""
-  import subprocess
-  import sys
-  import time
   t0 = time.monotonic()
   result = subprocess.run([sys.executable, "-m", "hybrid_jax.cli", *map(str, args)])
   if check and result.returncode != 0:
@@ -231,7 +223,7 @@ def train_minutes(runs, workers: int = 2) -> tuple[float, float]:
 
 def save_figure(fig, path) -> str:
   """Write a PNG next to the report and return its file name for a markdown link."""
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt   # lazy: matplotlib costs ~0.7 s at import; only figure writers need it
   path = Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   fig.tight_layout()
@@ -242,6 +234,5 @@ def save_figure(fig, path) -> str:
 
 def write_report(path, text: str):
   """REPORT.md, written atomically (a crash mid-write leaves the previous report whole)."""
-  from hybrid_jax.train.rundir import atomic_write_text
   Path(path).parent.mkdir(parents=True, exist_ok=True)
   atomic_write_text(path, text)

@@ -11,6 +11,7 @@ import csv
 import dataclasses
 import io
 import itertools
+import json
 import math
 import os
 import re
@@ -20,6 +21,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import huber
 
+from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.errors import UserError
 
 FORMULAS = ("no_constant", "with_constant")
@@ -195,9 +197,9 @@ def scores(fit_: Fit, points: Points, mask=None) -> dict:
 
 
 def plot(fit_: Fit, points: Points, out: Path, held_out_n=None):
-  import matplotlib
+  import matplotlib   # lazy: matplotlib costs ~0.7 s at import; only figure writers need it
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt   # lazy: matplotlib costs ~0.7 s at import; only figure writers need it
   fig, ax = plt.subplots(figsize=(6.4, 4.4))
   sizes = sorted(set(points.n))
   colors = plt.cm.viridis(np.linspace(0, 0.9, len(sizes)))
@@ -223,10 +225,7 @@ def plot(fit_: Fit, points: Points, out: Path, held_out_n=None):
 
 
 def main(argv):
-  import json
-  import sys
 
-  from hybrid_jax.cli_args import ArgumentParser
   p = ArgumentParser(prog="hybrid-jax fit-scaling", description="Fit a scaling law L(N, D) to a "
                      "collected table.", epilog=__doc__)
   p.add_argument("table", help="a collected sweep table (CSV/TSV) or the paper authors' TSV")

@@ -10,12 +10,18 @@ import json
 import sys
 import time
 
+from hybrid_jax.bench.train import project_step_seconds, shape_config
+from hybrid_jax.configs.base import base_config
+from hybrid_jax.data import tasks
+from hybrid_jax.data.corpus import open_corpus
+from hybrid_jax.data.mix import TrainingMix
+from hybrid_jax.data.tokenizer import load_tokenizer
+
 TARGET_RATIO = 10.0
 
 
 def train_tokens_per_s(steps: int = 4) -> float:
   """Median tokens/s of compiled train steps of the toy default config."""
-  from hybrid_jax.bench.train import project_step_seconds, shape_config
   cfg = shape_config("toy")
   return cfg.train.batch_size * cfg.data.seq_len / project_step_seconds(cfg, steps)
 
@@ -47,10 +53,6 @@ def _parser():
 
 def main(argv=None):
   args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-  from hybrid_jax.configs.base import base_config
-  from hybrid_jax.data import tasks
-  from hybrid_jax.data.mix import TrainingMix
-  from hybrid_jax.data.tokenizer import load_tokenizer
   names = tasks.TASK_NAMES if args.tasks == "all" else tuple(args.tasks.split(","))
   try:
     for name in names:
@@ -61,7 +63,6 @@ def main(argv=None):
     mix = TrainingMix(d, batch_size=args.batch_size, tokenizer=tokenizer)
     corpus = None
     if args.data:
-      from hybrid_jax.data.corpus import open_corpus
       corpus = open_corpus(args.data, "validation")
   except ValueError as e:
     print(f"hybrid-jax bench data: error: {' '.join(str(e).split())}", file=sys.stderr)

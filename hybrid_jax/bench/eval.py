@@ -12,6 +12,12 @@ import json
 import statistics
 import time
 
+from hybrid_jax.bench.timing import wall_times
+from hybrid_jax.configs.default import get_config
+from hybrid_jax.eval.evaluate import Evaluator, check_settings
+from hybrid_jax.resolve import resolve
+from hybrid_jax.train.state import init_params
+
 
 def _tokens_scored(settings) -> int:
   """Tokens through the model per checkpoint (forward passes, padding rows excluded)."""
@@ -35,11 +41,6 @@ def main(argv=None) -> dict:
   p.add_argument("--reps", type=int, default=2)
   args = p.parse_args(argv)
 
-  from hybrid_jax.bench.timing import wall_times
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.configs.default import get_config
-  from hybrid_jax.eval.evaluate import Evaluator, check_settings
-  from hybrid_jax.train.loop import init_state
   cfg = get_config()
   e = cfg.eval
   if args.tasks is not None:
@@ -53,13 +54,13 @@ def main(argv=None) -> dict:
       e[flag] = getattr(args, flag)
   settings = check_settings(cfg)
   cfg = resolve(cfg)
-  graphdef, rest, state, _, _ = init_state(cfg)
+  graphdef, rest, params = init_params(cfg)     # no optimizer moments: eval reads params only
 
   t0 = time.perf_counter()
   evaluator = Evaluator(cfg, graphdef, rest)
-  evaluator(state["params"])
+  evaluator(params)
   first = time.perf_counter() - t0
-  times = wall_times(lambda: evaluator(state["params"]), args.reps, warmup=0)
+  times = wall_times(lambda: evaluator(params), args.reps, warmup=0)
   steady = statistics.median(times) if times else float("nan")
   tokens = _tokens_scored(settings)
   summary = dict(model=f"{cfg.model.size} {cfg.model.pattern} w={cfg.model.window}",

@@ -17,7 +17,7 @@ from hybrid_jax.bench.train import project_step_seconds
 from hybrid_jax.resolve import resolve
 from hybrid_jax.configs.default import get_config
 from hybrid_jax.train import sharding
-from hybrid_jax.train.loop import init_state
+from hybrid_jax.train.state import init_state
 c = get_config()
 c.mesh.data, c.mesh.fsdp = {data}, {fsdp}
 cfg = resolve(c)

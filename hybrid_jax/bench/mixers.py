@@ -13,6 +13,9 @@ import jax
 import jax.numpy as jnp
 
 from hybrid_jax.bench.timing import best_seconds
+from pallas_kernels.delta_rule import api as delta_api
+from pallas_kernels.linear_scan import api as scan_api
+from pallas_kernels.swa import api
 
 
 def _normal_inputs(seed, *shapes):
@@ -21,7 +24,6 @@ def _normal_inputs(seed, *shapes):
 
 
 def _attention_fwd_bwd(impl, window):
-  from pallas_kernels.swa import api
 
   def loss(q, k, v):
     if impl == "full":
@@ -49,8 +51,6 @@ def bench_attention(lengths, tokens, window, heads, kv_heads, head_dim, dense_at
 
 
 def _recurrent_fwd_bwd(op, impl, chunk):
-  from pallas_kernels.delta_rule import api as delta_api
-  from pallas_kernels.linear_scan import api as scan_api
 
   def loss(q, k, v, g, beta):
     if op == "simple_gla":

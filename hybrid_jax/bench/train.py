@@ -14,12 +14,27 @@ the batch, putting it on the device, fetching metrics at a log step, the checkpo
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import tempfile
+
+import jax
 
 from hybrid_jax.bench import BenchError
+from hybrid_jax.bench.profile import op_time_by_group
+from hybrid_jax.bench.timing import matmul_peak_flops, median_seconds
+from hybrid_jax.configs.default import get_config
+from hybrid_jax.data import make_source
+from hybrid_jax.model.flops import model_flops_per_token
+from hybrid_jax.resolve import resolve
+from hybrid_jax.run import atomic_write_text
+from hybrid_jax.train import sharding
+from hybrid_jax.train.checkpoint import Checkpointer
+from hybrid_jax.train.state import init_state
+from hybrid_jax.train.step import make_train_step
 
 PEER_MODULE = "hybrid_jax.bench.torch_peer"
 
@@ -40,8 +55,6 @@ DEFAULT_SHAPES = "toy,d256"
 
 def shape_config(name: str):
   """The resolved config of a named shape."""
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.configs.default import get_config
   c = get_config()
   for key, value in SHAPES[name].items():
     section, field = key.split(".")
@@ -69,7 +82,6 @@ def thread_env(threads: int) -> dict:
 
 
 def torch_available() -> bool:
-  import importlib.util
   return importlib.util.find_spec("torch") is not None
 
 
@@ -77,9 +89,6 @@ def torch_available() -> bool:
 
 def make_step(cfg, donate: bool = True, mesh=None):
   """(jitted train step, initial state) of a resolved config; sharded over ``mesh`` if given."""
-  from hybrid_jax.train import sharding
-  from hybrid_jax.train.loop import init_state
-  from hybrid_jax.train.step import make_train_step
   graphdef, rest, state, tx, _ = init_state(cfg, mesh)
   shardings = sharding.state_shardings(mesh, state) if mesh is not None else None
   return make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=shardings,
@@ -89,10 +98,6 @@ def make_step(cfg, donate: bool = True, mesh=None):
 def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> float:
   """Median wall time of ``steps`` train steps after one compile step, batches already on
   the device(s) (the loop's data work is timed apart, in ``host_seconds``)."""
-  import jax
-  from hybrid_jax.bench.timing import median_seconds
-  from hybrid_jax.data import make_source
-  from hybrid_jax.train import sharding
   step_fn, state = make_step(cfg, donate, mesh)
   source = make_source(cfg)
   put = (lambda b: sharding.global_batch(mesh, b)) if mesh is not None else jax.device_put
@@ -108,12 +113,6 @@ def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> flo
 
 def host_seconds(cfg, reps: int = 20) -> dict:
   """Median seconds of the host-side work of one training-loop step (loop.py's order)."""
-  import tempfile
-  import jax
-  from hybrid_jax.bench.timing import median_seconds
-  from hybrid_jax.data import make_source
-  from hybrid_jax.train import sharding
-  from hybrid_jax.train.checkpoint import Checkpointer
   step_fn, state = make_step(cfg)
   source = make_source(cfg)
   mesh = sharding.make_mesh(cfg.mesh)
@@ -135,9 +134,6 @@ def host_seconds(cfg, reps: int = 20) -> dict:
 def breakdown(cfg, step_s: float) -> dict:
   """Milliseconds per step by op group (op-time shares scaled to the wall step) and of the
   host-side work between steps."""
-  import jax
-  from hybrid_jax.bench.profile import op_time_by_group
-  from hybrid_jax.data import make_source
   step_fn, state = make_step(cfg, donate=False)   # profiled repeatedly on the same state
   batch = jax.device_put(make_source(cfg).batch(0))
   jax.block_until_ready(step_fn(state, batch))
@@ -149,7 +145,6 @@ def breakdown(cfg, step_s: float) -> dict:
 
 
 def model_flops_per_s(cfg, step_s: float) -> float:
-  from hybrid_jax.model.flops import model_flops_per_token
   return model_flops_per_token(cfg) * cfg.train.batch_size * cfg.data.seq_len / step_s
 
 
@@ -161,7 +156,6 @@ def worker(argv) -> dict:
   p.add_argument("--no-donate", action="store_true")
   p.add_argument("--breakdown", action="store_true")
   a = p.parse_args(argv)
-  import jax
   cfg = shape_config(a.shape)
   step_s = project_step_seconds(cfg, a.steps, donate=not a.no_donate)
   tokens = cfg.train.batch_size * cfg.data.seq_len
@@ -169,7 +163,6 @@ def worker(argv) -> dict:
              threads=1 if "intra_op_parallelism_threads=1" in os.environ.get("XLA_FLAGS", "")
              else os.cpu_count(), step_s=step_s, tokens_per_s=tokens / step_s)
   if a.breakdown:
-    from hybrid_jax.bench.timing import matmul_peak_flops
     row["mfu"] = model_flops_per_s(cfg, step_s) / matmul_peak_flops(1024, reps=5)
     row.update(breakdown(cfg, step_s))
   print(json.dumps(row), flush=True)
@@ -269,7 +262,6 @@ def main(argv=None) -> int:
   print("# summary: median over rounds of each within-round ratio")
   print(json.dumps(summary, indent=2), flush=True)
   if a.json:
-    from hybrid_jax.train.rundir import atomic_write_text
     atomic_write_text(a.json, json.dumps(dict(rows=rows, summary=summary), indent=1))
   return 0
 

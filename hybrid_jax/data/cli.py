@@ -13,10 +13,16 @@ Every error is one line, found before anything is written; nothing existing is o
 """
 
 import sys
+from pathlib import Path
 
 from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.configs.base import base_config
+from hybrid_jax.data import tasks
+from hybrid_jax.data.corpus import build, open_corpus
+from hybrid_jax.data.mix import TrainingMix, max_pairs
+from hybrid_jax.data.tokenizer import SENTENCEPIECE_FILE, load_tokenizer, train_sentencepiece
+from hybrid_jax.data.tokenizer_cli import main as bpe_main
 from hybrid_jax.errors import UserError
-from pathlib import Path
 
 PROG = "hybrid-jax data"
 ANSWER_MARKS, EVIDENCE_MARKS = ("[[", "]]"), ("<<", ">>")
@@ -61,7 +67,6 @@ def _parser():
 
 
 def cmd_build(args):
-  from hybrid_jax.data.corpus import build
   m = build(args.source, args.out, validation_fraction=args.validation_fraction,
             max_documents=args.max_documents)
   docs, chars = m["documents"], m.get("characters", {})
@@ -73,8 +78,6 @@ def cmd_build(args):
 
 
 def cmd_tokenizer(args):
-  from hybrid_jax.data.corpus import open_corpus
-  from hybrid_jax.data.tokenizer import SENTENCEPIECE_FILE, load_tokenizer, train_sentencepiece
   out = Path(args.data) / SENTENCEPIECE_FILE
   if out.exists():
     raise UserError(f"{out} exists (never overwritten; delete it to retrain)")
@@ -106,10 +109,8 @@ def marked_text(tokenizer, tokens, answer, evidence=None) -> str:
 
 
 def _show_task(args, tokenizer):
-  from hybrid_jax.data import tasks
   corpus = None
   if args.data:
-    from hybrid_jax.data.corpus import open_corpus
     corpus = open_corpus(args.data, args.split)
   ex = tasks.make_example(args.what, length=args.length, depth=args.depth, seed=args.seed,
                           index=args.index, tokenizer=tokenizer, corpus=corpus,
@@ -127,8 +128,6 @@ def _show_task(args, tokenizer):
 
 
 def _show_mix(args, tokenizer):
-  from hybrid_jax.configs.base import base_config
-  from hybrid_jax.data.mix import TrainingMix, max_pairs
   d = base_config().data
   d.name, d.seq_len, d.seed, d.corpus = "mix", args.seq_len, args.seed, args.data
   d.long_fraction = args.long_fraction
@@ -146,7 +145,6 @@ def _show_mix(args, tokenizer):
 
 
 def _show_corpus(args):
-  from hybrid_jax.data.corpus import open_corpus
   if not args.data:
     raise UserError("show corpus: --data is required")
   corpus = open_corpus(args.data, args.split)
@@ -157,8 +155,6 @@ def _show_corpus(args):
 
 
 def cmd_show(args):
-  from hybrid_jax.data import tasks
-  from hybrid_jax.data.tokenizer import load_tokenizer
   if args.what == "corpus":
     return _show_corpus(args)
   if args.what != "mix" and args.what not in tasks.TASK_NAMES:
@@ -175,7 +171,6 @@ COMMANDS = {"build": cmd_build, "tokenizer": cmd_tokenizer, "show": cmd_show}
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else list(argv)
   if argv[:2] == ["tokenizer", "train"]:   # the byte-level BPE (tokenizer.json)
-    from hybrid_jax.data.tokenizer_cli import main as bpe_main
     return bpe_main(argv[2:])
   parser = _parser()
   if not argv or argv[0] in ("-h", "--help"):

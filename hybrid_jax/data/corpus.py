@@ -15,16 +15,18 @@ hash of its id, so adding documents never moves the others between splits.
 import contextlib
 import glob
 import hashlib
-import json
+import io
 import itertools
+import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from hybrid_jax.data import text as T
+from hybrid_jax.data.rst import rst_to_text
 from hybrid_jax.errors import UserError
-from hybrid_jax.train.rundir import atomic_write_text
+from hybrid_jax.run import atomic_write_text
 
 PYTHON_DOCS = "python-docs"
 PYTHON_DOCS_GLOB = "/usr/share/doc/python3*/html/_sources"   # Debian's python3-doc layout
@@ -51,7 +53,6 @@ def python_docs_dir() -> Path:
 
 
 def python_docs_documents():
-  from hybrid_jax.data.rst import rst_to_text
   root = python_docs_dir()
   for path in sorted(root.rglob("*.rst.txt")):
     text = T.clean_document(rst_to_text(path.read_text(encoding="utf-8", errors="replace")))
@@ -121,7 +122,7 @@ def split_of(doc_id: str, validation_fraction: float) -> str:
 # --- the tfds builder -----------------------------------------------------------------------
 
 def _builder_class():
-  import tensorflow_datasets as tfds
+  import tensorflow_datasets as tfds   # lazy: optional heavy dependency, only corpus building and reading need it
 
   class TextCorpus(tfds.core.GeneratorBasedBuilder):
     """Documents with a text feature, in their source order (no shuffling)."""
@@ -234,9 +235,8 @@ def _tfds_temp_dirs_in(folder: Path):
 
 
 def _prepare(builder, quiet):
-  import io
 
-  import tensorflow_datasets as tfds
+  import tensorflow_datasets as tfds   # lazy: optional heavy dependency, only corpus building and reading need it
   if not quiet:
     return builder.download_and_prepare()
   tfds.disable_progress_bar()
@@ -246,7 +246,7 @@ def _prepare(builder, quiet):
 
 def _build_catalog(name, out, *, quiet):
   """A tfds catalog dataset (c4, pg19, ...) prepared as array_record under ``out``."""
-  import tensorflow_datasets as tfds
+  import tensorflow_datasets as tfds   # lazy: optional heavy dependency, only corpus building and reading need it
   tmp = out.parent / f".{out.name}.building{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)
   try:
@@ -297,7 +297,7 @@ class TextCorpus:
     if split not in SPLITS:
       raise CorpusError(f"split: must be one of {SPLITS} (got {split!r})")
     manifest = read_manifest(data_dir)
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds   # lazy: optional heavy dependency, only corpus building and reading need it
     try:
       builder = tfds.builder_from_directory(str(Path(data_dir) / manifest["builder_dir"]))
       self.source = builder.as_data_source(split=manifest.get("splits", {}).get(split, split))

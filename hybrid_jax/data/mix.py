@@ -16,6 +16,7 @@ batch is within two rows of the configured fraction, yet row kinds need no state
 import numpy as np
 
 from hybrid_jax.data import text as T
+from hybrid_jax.data.corpus import open_corpus
 from hybrid_jax.data.tokenizer import load_tokenizer
 
 DISTANCES = ("log_uniform", "uniform")
@@ -56,7 +57,6 @@ class TrainingMix:
     self.tokenizer = tokenizer or load_tokenizer(data_cfg.tokenizer)
     self.corpus_dir = data_cfg.corpus or None
     if corpus is None and self.corpus_dir:
-      from hybrid_jax.data.corpus import open_corpus
       corpus = open_corpus(self.corpus_dir, "train")
     self.corpus, self._validation_corpus = corpus, None
     self.offset = (self.seed * _PHI * _PHI) % 1.0
@@ -171,7 +171,6 @@ class TrainingMix:
     if self.corpus is None or self.corpus_dir is None:
       return None
     if self._validation_corpus is None:
-      from hybrid_jax.data.corpus import open_corpus
       self._validation_corpus = open_corpus(self.corpus_dir, "validation")
     return self._validation_corpus
 

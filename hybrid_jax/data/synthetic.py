@@ -19,7 +19,9 @@ LEXICON_SEED = 20260602     # the "language" is the same for every run and seed
 LEXICON_WORDS, MAX_WORD = 1024, 6
 
 
-def _lexicon():
+def lexicon():
+  """(words [W, MAX_WORD], lengths [W], Zipf probabilities [W]): the filler "language",
+  the same for every run and seed; the synthetic tasks draw their filler from it too."""
   rng = np.random.default_rng(LEXICON_SEED)
   lengths = rng.integers(2, MAX_WORD + 1, size=LEXICON_WORDS)
   words = rng.integers(0, N_FILLER, size=(LEXICON_WORDS, MAX_WORD))
@@ -33,7 +35,7 @@ class SyntheticRetrieval:
   def __init__(self, data_cfg, *, batch_size: int):
     self.seq_len, self.batch_size = data_cfg.seq_len, batch_size
     self.seed, self.n_pairs, self.min_distance = data_cfg.seed, data_cfg.n_pairs, data_cfg.min_distance
-    self.words, self.lengths, self.probs = _lexicon()
+    self.words, self.lengths, self.probs = lexicon()
 
   def row(self, step: int, row: int):
     """(tokens [T+1], answer_mask [T]) of one row: a pure function of (seed, step, row)."""

@@ -46,7 +46,7 @@ def _check_args(name, length, depth, n_classes, tokenizer=None):
 
 
 def _filler(rng, n):
-  words, lengths, probs = S._lexicon()
+  words, lengths, probs = S.lexicon()
   ids = rng.choice(len(probs), size=n // 2 + 1, p=probs)
   keep = np.arange(words.shape[1])[None, :] < lengths[ids][:, None]
   return words[ids][keep][:n].astype(np.int32)

@@ -9,10 +9,13 @@ encodes pieces of text separately and says where each starts: the task generator
 examples from such pieces so that every answer's token positions are known exactly.
 """
 
+import io
 import os
 from pathlib import Path
 
 import numpy as np
+
+from hybrid_jax.run import atomic_write_bytes
 
 BYTE = "byte"
 SENTENCEPIECE_FILE = "tokenizer.model"
@@ -44,7 +47,7 @@ class SentencePieceTokenizer:
   """A trained sentencepiece model (byte fallback, no dummy prefix, whitespace kept)."""
 
   def __init__(self, path: str | os.PathLike):
-    import sentencepiece as spm
+    import sentencepiece as spm   # lazy: optional dependency of the sentencepiece tokenizer
     path = Path(path)
     if not path.is_file():
       raise ValueError(f"tokenizer: no sentencepiece model at {path}")
@@ -72,7 +75,7 @@ class HFTokenizer:
   special tokens are added when encoding, so pieces encode exactly as their text."""
 
   def __init__(self, path: str | os.PathLike):
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer   # lazy: optional dependency of the BPE tokenizer
     path = Path(path)
     if not path.is_file():
       raise ValueError(f"tokenizer: no tokenizer.json at {path}")
@@ -125,9 +128,8 @@ def train_bpe(texts, out_dir: str | os.PathLike, *, vocab_size: int = 32000) -> 
   """Train a byte-level BPE (GPT-2 style pre-tokenizer without a prefix space, so every
   text round-trips) on an iterable of documents; store ``out_dir/tokenizer.json`` atomically.
   Id 0 is ``<|endoftext|>``, the document separator; ids 1-256 cover every byte."""
-  from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+  from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers   # lazy: optional dependency of the BPE tokenizer
 
-  from hybrid_jax.train.rundir import atomic_write_bytes
   tok = Tokenizer(models.BPE())
   tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
   tok.decoder = decoders.ByteLevel()
@@ -147,10 +149,8 @@ def train_sentencepiece(texts, out_dir: str | os.PathLike, *, vocab_size: int = 
   Documents are split into lines (sentencepiece's unit); newlines and other bytes outside
   the learnt pieces round-trip through byte fallback, so decode(encode(text)) == text.
   """
-  import io
 
-  import sentencepiece as spm
-  from hybrid_jax.train.rundir import atomic_write_bytes
+  import sentencepiece as spm   # lazy: optional dependency of the sentencepiece tokenizer
 
   def lines():
     n = 0

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.data.corpus import open_corpus
+from hybrid_jax.data.tokenizer import HF_FILE, load_tokenizer, train_bpe
 from hybrid_jax.errors import UserError
 
 PROG = "hybrid-jax data tokenizer train"
@@ -25,8 +27,6 @@ def main(argv=None) -> int:
   p.add_argument("--vocab-size", type=int, default=32000, help="the vocabulary size to learn")
   p.add_argument("--max-documents", type=int, default=None, help="train on the first N documents only")
   args = p.parse_args(sys.argv[1:] if argv is None else argv)
-  from hybrid_jax.data.corpus import open_corpus
-  from hybrid_jax.data.tokenizer import HF_FILE, load_tokenizer, train_bpe
   out = Path(args.corpus) / HF_FILE
   if not MIN_VOCAB <= args.vocab_size <= 1_000_000:
     raise UserError(f"tokenizer train: --vocab-size: must be in [{MIN_VOCAB}, 1000000] (every byte plus <|endoftext|>) "

@@ -7,8 +7,12 @@ settings take about 40 s to 5 min per checkpoint of a toy run on a laptop CPU; s
 README for the settings that make it fast.
 """
 
-from hybrid_jax.cli_args import ArgumentParser
+from absl import flags
+from ml_collections import config_flags
+
+from hybrid_jax.cli_args import ArgumentParser, unset, unset_overrides
 from hybrid_jax.errors import UserError, one_line
+from hybrid_jax.run import load_config
 
 PROG = "hybrid-jax eval"
 
@@ -25,17 +29,13 @@ def _parser():
 
 def parse_eval_flags(argv: list[str]):
   """(config, workdir, force): the run's config with the eval overrides applied."""
-  from absl import flags
-  from ml_collections import config_flags
 
-  from hybrid_jax.eval.checkpoints import load_run_config
-  from hybrid_jax.train.cli import unset, unset_overrides
   args, rest = _parser().parse_known_args(argv)
   for a in rest:
     if not a.startswith("--config.eval."):
       raise UserError(f"eval: unknown flag {a.split('=', 1)[0]} (eval takes --workdir, --force "
                       "and --config.eval.* overrides)")
-  config = load_run_config(args.workdir)
+  config = load_config(args.workdir)
   rest, unsets = unset_overrides(rest)
   full_argv = [PROG] + rest
   fv = flags.FlagValues()
@@ -53,8 +53,8 @@ def parse_eval_flags(argv: list[str]):
 
 def main(argv) -> int:
   config, workdir, force = parse_eval_flags(argv)
-  from hybrid_jax.eval.evaluate import evaluate_run
   try:
+    from hybrid_jax.eval.evaluate import evaluate_run   # lazy: JAX, seconds; --help stays instant
     evaluate_run(workdir, config, force=force)
   except ImportError as e:
     raise UserError(one_line(e)) from e

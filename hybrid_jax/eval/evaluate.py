@@ -3,13 +3,18 @@ checkpoint of a run, appended to ``<run>/eval.jsonl`` one JSON line per checkpoi
 
 import time
 
-from hybrid_jax.eval.checkpoints import EvalInputError, RunModels, checkpoint_steps, load_run_config
+import jax
+
+from hybrid_jax.configs import ConfigError
+from hybrid_jax.eval.checkpoints import EvalInputError, RunModels
 from hybrid_jax.eval.heldout import ShortLossEval
 from hybrid_jax.eval.longppl import LongPPLEval
 from hybrid_jax.eval.retrieval import RetrievalEval
 from hybrid_jax.eval.scoring import Scorer
 from hybrid_jax.eval.settings import EvalSettings
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.resolve import ensure_resolved
+from hybrid_jax.run import RunDir, checkpoint_steps, load_config
+from hybrid_jax.train.hooks import Hook
 
 
 class Evaluator:
@@ -65,11 +70,10 @@ def check_inputs(workdir, cfg) -> EvalSettings:
 
 def check_settings(cfg) -> EvalSettings:
   """The settings' one-line errors (tasks, lengths, reference run), before any compute."""
-  from hybrid_jax.resolve import ensure_resolved
   resolved = ensure_resolved(cfg)     # the trainer passes its resolved config: not again
   settings = EvalSettings.from_config(resolved)
   if settings.reference is not None and settings.longppl_rows:
-    load_run_config(settings.reference)
+    load_config(settings.reference)
     ref_steps = checkpoint_steps(settings.reference)
     if settings.reference_step is not None and settings.reference_step not in ref_steps:
       raise EvalInputError(f"reference run {settings.reference} has no checkpoint "
@@ -90,7 +94,7 @@ def refuse_failed(workdir, force: bool):
 def evaluate_run(workdir, cfg=None, *, force=False, log=print) -> list[dict]:
   """Evaluate every checkpoint of the run without a record for these settings; append one
   line per checkpoint to eval.jsonl and return the new records (none on a second call)."""
-  cfg = load_run_config(workdir) if cfg is None else cfg
+  cfg = load_config(workdir) if cfg is None else cfg
   refuse_failed(workdir, force)
   settings = check_inputs(workdir, cfg)
   run = RunDir(workdir)
@@ -122,24 +126,27 @@ def evaluate_run(workdir, cfg=None, *, force=False, log=print) -> list[dict]:
     run.unlock_eval()
 
 
-class TrainingEval:
-  """The trainer's hook: evaluate the params in memory at every ``eval.every``-th step and
-  at the last one, unless eval.jsonl already has that step under these settings (a resumed
-  run re-evaluates nothing). Params at a step are bit-identical after a resume, so so are
-  the records. The evaluator is built on first use."""
+class TrainingEval(Hook):
+  """The trainer's evaluation hook: evaluate the params in memory at its eval steps, unless
+  eval.jsonl already has that step under these settings (a resumed run re-evaluates
+  nothing). Params at a step are bit-identical after a resume, so so are the records. The
+  evaluator is built on first use."""
 
-  def __init__(self, cfg, run, graphdef, rest):
-    self.cfg, self.run, self.graphdef, self.rest = cfg, run, graphdef, rest
-    self.every, self.total = cfg.eval.every, cfg.derived.steps
-    self.tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
+  def __init__(self):
     self.evaluator, self.done = None, None
 
-  def due(self, step: int) -> bool:
-    return bool(self.every) and step > 0 and (step % self.every == 0 or step == self.total)
+  def check(self, cfg):
+    check_settings(cfg)                  # bad eval settings: EvalInputError, one line
+    if jax.process_count() > 1:
+      raise ConfigError("config.eval.every: evaluation during multi-process training is not "
+                        "supported; evaluate the checkpoints afterwards with hybrid-jax eval")
+    self.cfg = cfg
+    self.tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
 
-  def __call__(self, step: int, params) -> dict | None:
-    if not self.due(step):
-      return None
+  def start(self, run, graphdef, rest, step, params):
+    self.run, self.graphdef, self.rest = run, graphdef, rest
+
+  def eval(self, step: int, params) -> dict | None:
     if self.evaluator is None:
       self.evaluator = Evaluator(self.cfg, self.graphdef, self.rest,
                                  _reference(EvalSettings.from_config(self.cfg)))

@@ -11,13 +11,14 @@ import copy
 
 import numpy as np
 
+from hybrid_jax.data import make_source
+
 HELDOUT_STEP0 = 2 ** 30
 SHORT_STREAM, LONG_STREAM = 0, 2 ** 20     # disjoint step ranges for the two uses
 
 
 def heldout_rows(cfg, *, length: int, rows: int, seed: int, stream: int):
   """(inputs [rows, length], targets [rows, length]) int32 of held-out text."""
-  from hybrid_jax.data import make_source
   c = copy.deepcopy(cfg)
   c.data.seq_len, c.data.seed, c.train.batch_size = length, seed, rows
   source = make_source(c)

@@ -8,8 +8,9 @@ and checkpoint, so curves compare like with like.
 
 import numpy as np
 
-from hybrid_jax.eval.scoring import shift_tokens
+from hybrid_jax import data
 from hybrid_jax.eval import settings as eval_settings
+from hybrid_jax.eval.scoring import shift_tokens
 
 
 def metric_key(task: str, length: int | None = None, depth: float | None = None) -> str:
@@ -24,7 +25,6 @@ def metric_key(task: str, length: int | None = None, depth: float | None = None)
 def task_inputs(cfg):
   """(tokenizer, corpus) the run's tasks are built with: its own tokenizer and, when it
   trains on a corpus, that corpus's validation split (``hybrid_jax.data.task_inputs``)."""
-  from hybrid_jax import data
   return data.task_inputs(cfg.data)
 
 

@@ -23,8 +23,8 @@ def main(argv=None) -> int:
   h.add_argument("--max-length", type=int, default=None,
                  help="max_position_embeddings (default: the longest of data.seq_len, eval.lengths)")
   args = p.parse_args(sys.argv[1:] if argv is None else argv)
-  from hybrid_jax.export.hf import export_hf   # imports torch-free but heavy modules: only when run
   try:
+    from hybrid_jax.export.hf import export_hf   # lazy: JAX, seconds; --help stays instant
     out = export_hf(args.workdir, args.out, step=args.step, max_len=args.max_length)
   except UserError:
     raise

@@ -26,8 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hybrid_jax.data.tokenizer import HF_FILE, tokenizer_file
+from hybrid_jax.data.tokenizer import HF_FILE, load_tokenizer, tokenizer_file
 from hybrid_jax.errors import UserError
+from hybrid_jax.loading import load_run
+from hybrid_jax.model import gated_deltanet, mamba2
+from hybrid_jax.resolve import resolve
+from hybrid_jax.run import load_config
 
 
 class ExportError(UserError, ValueError):
@@ -104,8 +108,7 @@ def _smollm3(model, m, letters):
 
 
 def _granite(model, m, letters):
-  from hybrid_jax.model.mamba2 import dims
-  d_inner, h, n = dims(m)
+  d_inner, h, n = mamba2.dims(m)
   config = dict(architectures=[GRANITE], model_type="granitemoehybrid", intermediate_size=m.d_ff,
                 shared_intermediate_size=m.d_ff, num_local_experts=0, num_experts_per_tok=0,
                 embedding_multiplier=1.0, residual_multiplier=1.0, logits_scaling=1.0,
@@ -139,8 +142,7 @@ def _granite(model, m, letters):
 
 
 def _qwen3next(model, m, letters):
-  from hybrid_jax.model.gated_deltanet import dims
-  h, dk, dv = dims(m)
+  h, dk, dv = gated_deltanet.dims(m)
   config = dict(architectures=[QWEN3NEXT], model_type="qwen3_next", intermediate_size=m.d_ff,
                 layer_types=["linear_attention"] * len(letters), num_experts=0,
                 mlp_only_layers=list(range(len(letters))), decoder_sparse_step=1,
@@ -198,8 +200,8 @@ def hf_state(model, cfg, max_len: int):
 def byte_tokenizer_json() -> str:
   """hybrid_jax's byte tokenizer (id b = byte b) as a ``tokenizers`` byte-level BPE with no
   merges: the same ids for every text."""
-  from tokenizers import Tokenizer, decoders, models
-  from tokenizers.pre_tokenizers import ByteLevel
+  from tokenizers import Tokenizer, decoders, models   # lazy: optional dependency of the BPE tokenizer
+  from tokenizers.pre_tokenizers import ByteLevel   # lazy: optional dependency of the BPE tokenizer
   byte_chars = _bytes_to_unicode()   # ByteLevel shows byte b as this character; its id is b
   tok = Tokenizer(models.BPE(vocab={byte_chars[b]: b for b in range(256)}, merges=[]))
   tok.pre_tokenizer = ByteLevel(add_prefix_space=False, use_regex=False)
@@ -224,7 +226,6 @@ def tokenizer_files(cfg) -> tuple[dict[str, str], int]:
   """({file name: text}, eos id) of the run's tokenizer for ``AutoTokenizer``: its
   tokenizer.json (the byte tokenizer written as one) and a tokenizer_config.json naming the
   fast class and the document separator as eos."""
-  from hybrid_jax.data.tokenizer import load_tokenizer
   spec = cfg.data.tokenizer
   path = tokenizer_file(spec)
   if path is None:
@@ -244,7 +245,7 @@ def save_hf(model, cfg, out, max_len: int | None = None) -> Path:
   """Write ``model`` (an ``LM`` under resolved ``cfg``) as the Hugging Face directory ``out``
   (absent or empty). Every check runs before anything is written; the directory is written
   next to ``out`` and renamed, so it appears complete or not at all."""
-  from safetensors.numpy import save_file
+  from safetensors.numpy import save_file   # lazy: optional dependency (the hf extra)
   out = Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise ExportError(f"--out {out} exists and is not an empty directory (never overwritten)")
@@ -273,13 +274,10 @@ def export_hf(workdir, out, step: int | None = None, max_len: int | None = None)
   """``save_hf`` of checkpoint ``step`` (default: latest) of the run in ``workdir``; an
   unsupported pattern, a missing step or an unexportable tokenizer is refused in one line
   before any checkpoint is read."""
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.eval.checkpoints import load_run_config
-  from hybrid_jax.loading import load_run
   out = Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise ExportError(f"--out {out} exists and is not an empty directory (never overwritten)")
-  cfg = resolve(load_run_config(workdir))
+  cfg = resolve(load_config(workdir))
   target_class(cfg.model)
   tokenizer_files(cfg)
   cfg, model = load_run(workdir, step)

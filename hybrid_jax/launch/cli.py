@@ -7,6 +7,8 @@ from pathlib import Path
 
 from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.errors import UserError
+from hybrid_jax.launch import report
+from hybrid_jax.run import atomic_write_text, collect_rows, rows_csv
 
 
 def parse_overrides(args: list[str]) -> dict:
@@ -25,9 +27,6 @@ def parse_overrides(args: list[str]) -> dict:
 
 
 def main(argv):
-  if argv and argv[0] == "plan":     # its own flags (hybrid_jax/plan/cli.py)
-    from hybrid_jax.plan.cli import main_sweep_plan
-    return main_sweep_plan(argv[1:])
   p = ArgumentParser(prog="hybrid-jax sweep", description="Submit a grid of runs, show its status, "
                      "or collect its metrics into one table.")
   sub = p.add_subparsers(dest="cmd", required=True)
@@ -64,7 +63,7 @@ def main(argv):
         slurm[key] = value
     if args.parallel is not None and args.parallel < 1:
       raise UserError(f"--parallel must be >= 1, got {args.parallel}")
-    from hybrid_jax.launch.submit import submit
+    from hybrid_jax.launch.submit import submit   # lazy: JAX, seconds; --help stays instant
     try:
       results = submit(args.sweep_file, args.root, backend=args.backend, parallel=args.parallel,
                        dry_run=args.dry_run, overrides=overrides, retry_failed=args.retry_failed,
@@ -83,15 +82,13 @@ def main(argv):
   root = Path(args.root)
   if not root.is_dir():
     raise UserError(f"{root} is not a directory")
-  from hybrid_jax.launch import report
   if args.cmd == "status":
     print(report.status_table(root))
     return 0
   out = Path(args.out) if args.out else root / "collected.csv"
-  rows, skipped = report.collect_rows(root, with_skipped=True)
+  rows, skipped = collect_rows(root, with_skipped=True)
   if not rows:
     raise UserError(f"no run under {root} has a config.json and records yet; nothing to collect")
-  from hybrid_jax.train.rundir import atomic_write_text
-  atomic_write_text(out, report.rows_csv(rows, delimiter="\t" if out.suffix == ".tsv" else ","))
+  atomic_write_text(out, rows_csv(rows, delimiter="\t" if out.suffix == ".tsv" else ","))
   print(f"hybrid-jax sweep: wrote {out} ({len(rows)} rows; {skipped} unreadable records skipped)")
   return 0

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import ml_collections
 
+from hybrid_jax.configs import ConfigError
 from hybrid_jax.errors import UserError
 
 Point = dict   # {"model.window": 64, ...}
@@ -143,8 +144,7 @@ def plan(sweep: Sweep, overrides: Point | None = None) -> list[PlannedRun]:
   unknown key or a name clash is the sweep's error (SweepError); a point whose values break
   a rule (heads not dividing d_model, ...) is that run's error: it is reported and marked
   failed, and the rest of the grid still runs."""
-  from hybrid_jax.configs import ConfigError
-  from hybrid_jax.resolve import resolve
+  from hybrid_jax.resolve import resolve   # lazy: JAX, seconds; --help stays instant
   keys = list(dict.fromkeys(k for point in sweep.grid for k in point))
   runs, names = [], set()
   for point in sweep.grid:

@@ -19,7 +19,7 @@ from collections import deque
 from pathlib import Path
 
 from hybrid_jax.launch.worker import BUSY_EXIT_CODE
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.run import RunDir
 
 PREEMPTED = 143
 BUSY_RETRY_S = 3.0

@@ -1,26 +1,14 @@
-"""``sweep status`` (a table of runs) and ``sweep collect`` (one CSV of runs x checkpoints x
-metrics): both read only the run directories, so they work on any sweep, however it ran."""
+"""``sweep status``: a table of runs, read only from the run directories, so it works on any
+sweep, however it ran (``sweep collect`` is ``hybrid_jax.run.collect``)."""
 
-import csv
-import io
-import json
-import sys
+import os
+import socket
 from pathlib import Path
 
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.run import RunDir, run_dirs
 
 # The long-context score shown by ``status``: the first of these an eval record has.
 LONG_SCORE_KEYS = ("retrieval_acc", "log_longppl")
-
-
-def run_dirs(root) -> list[Path]:
-  """Run directories under ``root`` (those with a config.json or launch.json), sorted; a
-  run directory itself is returned alone."""
-  root = Path(root)
-  if (root / "config.json").exists() or (root / "launch.json").exists():
-    return [root]
-  return sorted(p for p in root.iterdir()
-                if p.is_dir() and ((p / "config.json").exists() or (p / "launch.json").exists()))
 
 
 def _long_score(record: dict):
@@ -32,8 +20,6 @@ def _long_score(record: dict):
 
 def _alive(status: dict) -> bool:
   """Whether the trainer process a launcher started on this host still runs."""
-  import os
-  import socket
   if status.get("pid") is None or status.get("host") != socket.gethostname():
     return False
   try:
@@ -48,7 +34,6 @@ def _alive(status: dict) -> bool:
 def live_state(run: RunDir, status: dict) -> tuple[str, str | None]:
   """(state, error) as shown: a run marked running whose trainer is gone (no lock holder,
   no live starting process) is "stale", e.g. after a SIGKILL or the OOM killer."""
-  import socket
   state = status.get("state", "pending")
   elsewhere = status.get("host") not in (None, socket.gethostname())   # its lock is not ours to test
   if state == "running" and not elsewhere and not run.lock_held() and not _alive(status):
@@ -101,60 +86,3 @@ def status_table(root) -> str:
     counts[r["state"]] = counts.get(r["state"], 0) + 1
   lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
   return "\n".join(lines)
-
-
-def _flat(prefix: str, d: dict) -> dict:
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, dict):
-      out.update(_flat(f"{prefix}{k}.", v))
-    else:
-      out[f"{prefix}{k}"] = v
-  return out
-
-
-def collect_rows(root, with_skipped: bool = False):
-  """One row per (run, evaluated checkpoint), or per logged step for runs never evaluated:
-  the sweep point, model size and N, tokens and tokens/N, the training loss at that step,
-  and every eval metric. ``with_skipped``: (rows, records skipped as unreadable)."""
-  rows, skipped = [], 0
-  for path in run_dirs(root):
-    run = RunDir(path)
-    if not run.config_path.exists():
-      continue
-    try:
-      cfg = json.loads(run.config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-      print(f"hybrid-jax: warning: {run.config_path} is not valid JSON; run skipped", file=sys.stderr)
-      continue
-    point = json.loads((path / "launch.json").read_text()).get("point", {}) \
-        if (path / "launch.json").exists() else {}
-    n = cfg["derived"]["non_embedding_params"]
-    base = dict(run=path.name, model_size=cfg["model"]["size"], pattern=cfg["model"]["pattern"],
-                window=cfg["model"]["window"], pos_full=cfg["model"]["pos_full"],
-                seed=cfg["train"]["seed"], n=n, **{f"point.{k}": v for k, v in point.items()})
-    loss_at = {r["step"]: r["loss"] for r in run.read_metrics()}
-    records = run.read_eval()
-    if not records:
-      records = [dict(step=r["step"], tokens=r["tokens"]) for r in run.read_metrics()]
-    for rec in records:
-      row = dict(base, step=rec["step"], tokens=rec["tokens"],
-                 token_multiplier=rec["tokens"] / n, train_loss=loss_at.get(rec["step"]))
-      row.update({k: v for k, v in _flat("", rec).items() if k not in ("step", "tokens")})
-      rows.append(row)
-    skipped += run.skipped
-  return (rows, skipped) if with_skipped else rows
-
-
-def collect_csv(root, delimiter: str = ",") -> str:
-  return rows_csv(collect_rows(root), delimiter)
-
-
-def rows_csv(rows, delimiter: str = ",") -> str:
-  columns = list(dict.fromkeys(k for r in rows for k in r))
-  out = io.StringIO()
-  writer = csv.DictWriter(out, fieldnames=columns, delimiter=delimiter)
-  writer.writeheader()
-  for r in rows:
-    writer.writerow(r)
-  return out.getvalue()

@@ -13,6 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
+from hybrid_jax.launch.worker import run
+from hybrid_jax.run import RunDir, atomic_write_text
+
 JOB_FILE = "slurm_job.json"
 JOB_PREFIX = "hj:"
 DEFAULTS = dict(timeout_min=60, cpus_per_task=1, slurm_signal_delay_s=30)
@@ -43,7 +46,6 @@ def job_entry(run_dir: str, cache_dir: str) -> int:
   if os.environ.get("SLURM_CPUS_PER_TASK") == "1" and "intra_op" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
                                "intra_op_parallelism_threads=1").strip()
-  from hybrid_jax.launch.worker import run
   return run(run_dir)
 
 
@@ -52,8 +54,7 @@ def run_slurm(run_dirs: list[Path], params: dict, *, root: Path, cache_dir: Path
   """Submit one job per run not already queued; with ``wait``, poll until every job left the
   queue. Returns {run name: exit code}: 0 done, 143 preempted, 1 failed (after ``wait``),
   or -1 still queued/running (without it)."""
-  import submitit
-  from hybrid_jax.train.rundir import RunDir, atomic_write_text
+  import submitit   # lazy: optional dependency of the Slurm backend
   queue = _queue()
   executor = submitit.AutoExecutor(folder=root / ".slurm" / "%j", cluster="slurm")
   executor.update_parameters(**{**DEFAULTS, **params})

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from hybrid_jax.launch import grid
 from hybrid_jax.launch.grid import SweepError
-from hybrid_jax.launch.worker import LAUNCH_FILE
+from hybrid_jax.launch.local import default_parallel, run_local
+from hybrid_jax.launch.slurm import run_slurm
 from hybrid_jax.model.flops import model_flops_per_token
-from hybrid_jax.train.rundir import RunDir, atomic_write_text, config_diff
+from hybrid_jax.run import LAUNCH_FILE, RunDir, atomic_write_text, config_diff
 
 
 def dry_run_table(runs) -> str:
@@ -41,7 +42,7 @@ def prepare(root: Path, runs, *, retry_failed: bool = False, log=print) -> list[
   """Check every existing run directory against its planned config, then write each
   pending run's launch.json; returns the run directories to train."""
   for r in runs:
-    config_path = root / r.name / "config.json"
+    config_path = RunDir(root / r.name).config_path
     if config_path.exists() and r.error:
       raise SweepError(f"run {r.name}: {r.error}; its directory holds an earlier run, left untouched")
     if config_path.exists():
@@ -95,11 +96,9 @@ def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, o
     return invalid
   cache_dir = root / ".xla_cache"
   if backend == "local":
-    from hybrid_jax.launch.local import default_parallel, run_local
     return invalid | run_local(pending, parallel=parallel or default_parallel(), cache_dir=cache_dir,
                                log=log)
   if backend == "slurm":
-    from hybrid_jax.launch.slurm import run_slurm
     return invalid | run_slurm(pending, {**sweep.slurm, **(slurm or {})}, root=root,
                                cache_dir=cache_dir, log=log, wait=wait)
   raise SweepError(f"--backend must be local or slurm, got {backend!r}")

@@ -7,11 +7,15 @@ it was scheduled. Exit codes: 0 done, 143 preempted, 75 the run is held by anoth
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
+from hybrid_jax.configs import base_config
+from hybrid_jax.errors import UserError
+from hybrid_jax.run import LAUNCH_FILE, RunDir, RunDirBusy, merge_config
+
 BUSY_EXIT_CODE = 75
-LAUNCH_FILE = "launch.json"
 
 
 def read_launch(run_dir) -> dict:
@@ -19,16 +23,11 @@ def read_launch(run_dir) -> dict:
 
 
 def run(run_dir) -> int:
-  import os
-
-  from hybrid_jax.train.rundir import RunDir
   if not RunDir(run_dir).lock_held():   # sweep status: running from now (JAX takes a while)
     RunDir(run_dir).mark_started(os.getpid())
-  from hybrid_jax.configs import base_config
-  from hybrid_jax.eval.checkpoints import merge_config
-  from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
-  from hybrid_jax.errors import UserError
-  from hybrid_jax.train.rundir import RunDirBusy
+  # lazy: importing JAX and the trainer takes seconds; the run is marked started first
+  from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted
+  from hybrid_jax.training import train
   cfg = base_config()                   # the schema's types and tuples, not raw JSON lists
   merge_config(cfg, read_launch(run_dir)["config"])
   try:

@@ -25,7 +25,7 @@ def _common(p: ArgumentParser):
 
 
 def _target(prog, name):
-  from hybrid_jax.plan.targets import TargetError, target
+  from hybrid_jax.plan.targets import TargetError, target  # lazy: after _quiet_libtpu()
   try:
     return target(name)
   except TargetError as e:
@@ -33,7 +33,8 @@ def _target(prog, name):
 
 
 def _quiet_libtpu():
-  """libtpu looks for TPU hardware and metadata at import; a planning host has neither."""
+  """libtpu looks for TPU hardware and metadata at import; a planning host has neither.
+  Imports marked "lazy: after _quiet_libtpu()" load JAX, so they wait for this."""
   os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
   os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5p-8")
   os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
@@ -44,8 +45,8 @@ def _quiet_libtpu():
 def run_plans(prog, named_runs, target, out_path, search=True, log=print) -> list[dict]:
   """Plan every (name, resolved config or None, error) in order; each record is written as
   soon as it exists (to ``out_path.partial``, renamed when the grid is done)."""
-  from hybrid_jax.plan.fit import Compiler, plan_run
-  from hybrid_jax.plan.report import record, table, totals
+  from hybrid_jax.plan.fit import Compiler, plan_run  # lazy: after _quiet_libtpu()
+  from hybrid_jax.plan.report import record, table, totals  # lazy: after _quiet_libtpu()
   compiler = Compiler(target, log=lambda m: log(f"{prog}: {m}"))
   records = []
   partial = Path(str(out_path) + ".partial")
@@ -83,8 +84,8 @@ def main(argv) -> int:
   p.add_argument("--config", default=None, help="config file defining get_config()")
   args, rest = p.parse_known_args(argv)
   _quiet_libtpu()
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.train.cli import parse_train_flags
+  from hybrid_jax.resolve import resolve  # lazy: after _quiet_libtpu()
+  from hybrid_jax.training import parse_train_flags  # lazy: after _quiet_libtpu()
   flags = (["--config", args.config] if args.config else []) + rest + ["--workdir", "-"]
   config, _ = parse_train_flags(flags)
   cfg = resolve(config)                  # a ConfigError is a UserError: one line
@@ -104,8 +105,8 @@ def main_sweep_plan(argv) -> int:
   _common(p)
   args, rest = p.parse_known_args(argv)
   _quiet_libtpu()
-  from hybrid_jax.launch.cli import parse_overrides
-  from hybrid_jax.launch.grid import SweepError, load_sweep, plan
+  from hybrid_jax.launch.cli import parse_overrides  # lazy: after _quiet_libtpu()
+  from hybrid_jax.launch.grid import SweepError, load_sweep, plan  # lazy: after _quiet_libtpu()
   try:
     overrides = parse_overrides(rest)
     runs = plan(load_sweep(args.sweep_file), overrides)

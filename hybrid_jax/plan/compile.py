@@ -9,11 +9,9 @@ import time
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
-from hybrid_jax.model import build_model
 from hybrid_jax.train import sharding
-from hybrid_jax.train.optim import make_optimizer
+from hybrid_jax.train.state import abstract_state
 from hybrid_jax.train.step import make_train_step
 
 
@@ -42,13 +40,7 @@ class Compiled:
 
 def abstract_step_inputs(cfg, mesh):
   """(graphdef, rest, tx, state, batch) as shapes with their shardings: nothing is allocated."""
-  tx, _ = make_optimizer(cfg.train, cfg.derived.steps)
-  model = nnx.eval_shape(lambda: build_model(cfg.model, cfg.train.seed))
-  graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-  state = dict(params=params, opt_state=jax.eval_shape(tx.init, params))
-  shardings = sharding.state_shardings(mesh, state)
-  state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                       state, shardings)
+  graphdef, rest, tx, state, shardings = abstract_state(cfg, mesh)
   b, t = cfg.train.batch_size, cfg.data.seq_len
   bs = sharding.batch_sharding(mesh, b // cfg.train.microbatches)
   batch = dict(inputs=jax.ShapeDtypeStruct((b, t), jnp.int32, sharding=bs),

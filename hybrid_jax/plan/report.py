@@ -3,6 +3,7 @@
 from hybrid_jax.model.flops import model_flops_per_token
 from hybrid_jax.plan.fit import Planned, budget
 from hybrid_jax.plan.targets import Target
+from hybrid_jax.train.sharding import mesh_shape
 
 GIB = 1024 ** 3
 
@@ -60,7 +61,6 @@ def record(name: str, planned_run, p: Planned | None, target: Target, error: str
 
 def _split(c, target, cfg) -> int:
   """Devices the batch is split over (the rest compute replicated rows)."""
-  from hybrid_jax.train.sharding import mesh_shape
   data, fsdp = mesh_shape(cfg.mesh, len(target.devices))
   return (data if "data" in c.batch_axes else 1) * (fsdp if "fsdp" in c.batch_axes else 1)
 

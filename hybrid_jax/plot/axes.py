@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
+from hybrid_jax.run import read_config_json
+
 
 def readable_scale(ax, which: str, values):
   """Log scale when the positive ``values`` span at least a decade, linear otherwise: a log
@@ -21,9 +23,8 @@ def readable_scale(ax, which: str, values):
 
 def seedless_key(run: Path) -> str:
   """The run's config without its seed: runs sharing it differ only by seed."""
-  try:
-    cfg = json.loads((Path(run) / "config.json").read_text())
-  except (OSError, ValueError):
+  cfg = read_config_json(run)
+  if cfg is None:
     return str(run)
   cfg.pop("derived", None)
   if isinstance(cfg.get("train"), dict):

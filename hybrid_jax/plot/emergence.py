@@ -11,7 +11,6 @@ with "loss" or "ppl"), "reach X of final" means value <= final / X and "reach a 
 means value <= threshold.
 """
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from hybrid_jax.plot.axes import mean_band, readable_scale, seedless_key  # noqa
 
 from hybrid_jax.cli_args import ArgumentParser  # noqa: E402
 from hybrid_jax.errors import UserError  # noqa: E402
-from hybrid_jax.train.rundir import RunDir, atomic_write_text  # noqa: E402
+from hybrid_jax.run import RunDir, architecture_label, atomic_write_text, read_config_json  # noqa: E402
 
 LABELS = {
     "retrieval_acc": "exact-match accuracy (mean over tasks, lengths, depths)",
@@ -64,11 +63,11 @@ def find_runs(dirs) -> list[Path]:
   for d in map(Path, dirs):
     if not d.is_dir():
       raise PlotInputError(f"{d} is not a directory")
-    if (d / "config.json").exists() or (d / "eval.jsonl").exists():
+    if RunDir(d).config_path.exists() or RunDir(d).eval_path.exists():
       runs.append(d)
       continue
     found = sorted(p.parent for depth in range(1, MAX_SEARCH_DEPTH + 1)
-                   for p in d.glob("/".join(["*"] * depth) + "/eval.jsonl"))
+                   for p in d.glob("/".join(["*"] * depth) + "/" + RunDir(d).eval_path.name))
     if not found:
       raise PlotInputError(f"{d} holds no run directory with an eval.jsonl")
     runs += found
@@ -79,17 +78,9 @@ def find_runs(dirs) -> list[Path]:
 
 
 def architecture(run: Path) -> str:
-  """e.g. "SF w=32" (window only where a layer uses it), "MF", "F"; "?" without config."""
-  try:
-    m = json.loads((run / "config.json").read_text())["model"]
-  except (FileNotFoundError, json.JSONDecodeError, KeyError):
-    return "?"
-  label = m["pattern"]
-  if any(ch in m["pattern"] for ch in "SH"):
-    label += f" w={m['window']}"
-  if m.get("pos_full") == "nope" and "F" in m["pattern"]:
-    label += " NoPE-full"
-  return label
+  """The run's architecture label ("SF w=32", "MF", "F"); "?" without a readable config."""
+  cfg = read_config_json(run)
+  return architecture_label(cfg["model"]) if cfg and "model" in cfg else "?"
 
 
 def seed_groups(runs, curves) -> list[list[tuple[Path, list]]]:

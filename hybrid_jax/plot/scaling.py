@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from hybrid_jax.launch.report import collect_rows  # noqa: E402
+from hybrid_jax.run import collect_rows  # noqa: E402
 from hybrid_jax.cli_args import ArgumentParser  # noqa: E402
 from hybrid_jax.plot.axes import readable_scale  # noqa: E402
 from hybrid_jax.plot.emergence import PlotInputError, metric_label  # noqa: E402

@@ -10,6 +10,10 @@ the TPU metadata). A single process needs none of it.
 
 import os
 
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
 ENV = ("HYBRID_JAX_COORDINATOR", "HYBRID_JAX_NUM_PROCESSES", "HYBRID_JAX_PROCESS_ID")
 
 
@@ -28,7 +32,6 @@ def requested() -> str | None:
 def initialize() -> int:
   """Join the job the environment describes (once; a no-op for a single process); returns
   the process count."""
-  import jax
   how = requested()
   if how is None or jax.distributed.is_initialized():
     return jax.process_count()
@@ -45,16 +48,12 @@ def initialize() -> int:
 
 def is_primary() -> bool:
   """Process 0 writes the run directory's files; every process trains and checkpoints."""
-  import jax
   return jax.process_index() == 0
 
 
 def any_process(flag: bool) -> bool:
   """Whether ``flag`` is set on any process (so a SIGTERM seen by one host stops all of them
   at the same step, instead of leaving the others waiting in a collective)."""
-  import jax
   if jax.process_count() == 1:
     return flag
-  import numpy as np
-  from jax.experimental import multihost_utils
   return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))

@@ -1,5 +1,5 @@
-"""The training loop: resolve, resume, train, log, checkpoint, evaluate (``eval.every``),
-handle preemption."""
+"""The training loop: resolve, resume, train, log, checkpoint, handle preemption; what else
+happens at its log, eval and checkpoint steps (evaluation, figures) comes in as hooks."""
 
 import json
 import signal
@@ -7,20 +7,18 @@ import sys
 import time
 
 import jax
-from flax import nnx
 
-from hybrid_jax.configs import ConfigError, require_resolved
-from hybrid_jax.errors import UserError
 from hybrid_jax.data import make_source
-from hybrid_jax.model import build_model
+from hybrid_jax.errors import UserError
 from hybrid_jax.resolve import ensure_resolved
+from hybrid_jax.run import RunDir
 from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.failures import LossWatch, disk_error
-from hybrid_jax.train.optim import make_optimizer
+from hybrid_jax.train.hooks import Hook, is_eval_step
 from hybrid_jax.train.progress import Progress
 from hybrid_jax.train.resume import report_metrics_gap, restore_newest_intact
-from hybrid_jax.train.rundir import RunDir
+from hybrid_jax.train.state import init_state
 from hybrid_jax.train.step import make_train_step
 
 PREEMPTED_EXIT_CODE = 143
@@ -58,39 +56,14 @@ class _StopFlag:
       signal.signal(s, h)
 
 
-def init_state(cfg, mesh=None):
-  """(graphdef, rest, state, tx, schedule); state = {params, opt_state} is the pure pytree
-  that is checkpointed. Initialisation runs as one compiled program, not op by op; with a
-  ``mesh`` every array is created directly in its sharding (no device holds the whole)."""
-  require_resolved(cfg, "init_state")
-  tx, schedule = make_optimizer(cfg.train, cfg.derived.steps)
-
-  def init():
-    model = build_model(cfg.model, cfg.train.seed)
-    _, params, rest = nnx.split(model, nnx.Param, ...)
-    return dict(params=params, opt_state=tx.init(params)), rest
-
-  graphdef = nnx.split(nnx.eval_shape(lambda: build_model(cfg.model, cfg.train.seed)))[0]
-  out_shardings = None
-  if mesh is not None:
-    abstract_state, abstract_rest = jax.eval_shape(init)
-    out_shardings = (sharding.state_shardings(mesh, abstract_state),
-                     jax.tree.map(lambda _: sharding.replicated(mesh), abstract_rest))
-  state, rest = jax.jit(init, out_shardings=out_shardings)()
-  return graphdef, rest, state, tx, schedule
-
-
-def train(cfg, workdir, *, progress: bool | None = None) -> dict:
+def train(cfg, workdir, *, progress: bool | None = None, hooks: tuple[Hook, ...] = ()) -> dict:
   """Train (or resume) the run in ``workdir``; returns its final status. ``cfg``: requested
-  or already resolved (the CLI resolves once and passes the result)."""
+  or already resolved (the CLI resolves once and passes the result). ``hooks`` are called
+  at log, eval and checkpoint steps (``hybrid_jax.training`` passes evaluation and figures)."""
   cfg = ensure_resolved(cfg)                     # ConfigError here: nothing computed, nothing written
-  if cfg.eval.every:                       # bad eval settings too (EvalInputError, one line)
-    from hybrid_jax.eval.evaluate import check_settings
-    check_settings(cfg)
   distributed.initialize()                 # before JAX starts a backend (multi-host jobs)
-  if cfg.eval.every and jax.process_count() > 1:
-    raise ConfigError("config.eval.every: evaluation during multi-process training is not "
-                      "supported; evaluate the checkpoints afterwards with hybrid-jax eval")
+  for hook in hooks:                       # a hook's bad settings: one line, nothing written
+    hook.check(cfg)
   sharding.check_mesh(cfg)                 # MeshError (a ConfigError): before anything is written
   config = json.loads(cfg.to_json())
   run = RunDir(workdir, writer=distributed.is_primary())
@@ -98,7 +71,7 @@ def train(cfg, workdir, *, progress: bool | None = None) -> dict:
     run.lock()
     try:
       run.check_or_write_config(config)
-      return _train_locked(cfg, run, progress)
+      return _train_locked(cfg, run, progress, tuple(hooks))
     finally:
       run.unlock()
   except Exception as e:                   # a full or read-only disk: one line, not a traceback
@@ -117,7 +90,7 @@ def _mark_failed(run, step, total, e):
     pass
 
 
-def _train_locked(cfg, run, progress) -> dict:
+def _train_locked(cfg, run, progress, hooks) -> dict:
   total = cfg.derived.steps
 
   mesh = sharding.make_mesh(cfg.mesh)
@@ -130,10 +103,11 @@ def _train_locked(cfg, run, progress) -> dict:
   if start:
     state = restored
   report_metrics_gap(run, start, cfg.train.log_every, total)
-  from hybrid_jax.eval.evaluate import TrainingEval
   try:
-    evaluate = TrainingEval(cfg, run, graphdef, rest)
-    evaluate(start, state["params"])       # a crash between checkpoint and eval record
+    for hook in hooks:                     # e.g. evaluate what a crash left unevaluated
+      hook.start(run, graphdef, rest, start, state["params"])
+      if is_eval_step(cfg, start):
+        hook.eval(start, state["params"])
   except Exception as e:                   # e.g. the reference run is gone: say so, stop cleanly
     ckpt.close()
     _mark_failed(run, start, total, e)
@@ -148,7 +122,7 @@ def _train_locked(cfg, run, progress) -> dict:
     print(f"hybrid-jax: resuming {run.path} from step {start}/{total}", file=sys.stderr, flush=True)
 
   if run.writer:
-    from tensorboardX import SummaryWriter
+    from tensorboardX import SummaryWriter   # lazy: 2.7 s at import; only process 0 writes events
     writer = SummaryWriter(str(run.tensorboard_dir), purge_step=start + 1 if start else None)
   else:
     writer = _NoWriter()
@@ -184,14 +158,18 @@ def _train_locked(cfg, run, progress) -> dict:
               writer.add_scalar(f"train/{k}", v, step)
           run.write_status("running", step, total)        # sweep status shows the step
           bar.logged(record)
+          for hook in hooks:
+            hook.log(step, record)
         bar.step()
         if distributed.any_process(stop.signum is not None):
           ckpt.save(step, state, force=True)
           run.write_status("preempted", step, total, f"stopped by signal {stop.signum}")
           raise Preempted(f"preempted at step {step}/{total}; rerun the same command to resume")
-        ckpt.save(step, state, force=step == total)
-        if (record := evaluate(step, state["params"])) is not None:
-          for k, v in record.items():
+        if ckpt.save(step, state, force=step == total):
+          for hook in hooks:
+            hook.checkpoint(step)
+        for hook in hooks if is_eval_step(cfg, step) else ():
+          for k, v in (hook.eval(step, state["params"]) or {}).items():
             if k not in ("step", "settings_id") and isinstance(v, (int, float)):
               writer.add_scalar(f"eval/{k}", v, step)
   except Preempted:
@@ -205,7 +183,7 @@ def _train_locked(cfg, run, progress) -> dict:
     ckpt.close()
   run.write_status("done", step, total)
   if run.writer:
-    from hybrid_jax.plot.curves import write_training_curves
-    write_training_curves(run)
+    for hook in hooks:
+      hook.end(run)
   return run.read_status() if run.writer else dict(state="done", step=step, total_steps=total)
 

@@ -1,5 +1,6 @@
 """optax AdamW with warmup + cosine / WSD / constant schedules and global-norm clipping."""
 
+import jax
 import optax
 
 
@@ -30,5 +31,4 @@ def make_optimizer(t, total_steps: int):
 
 def _decay_mask(params):
   """Decay matrices only (not norm scales)."""
-  import jax
   return jax.tree.map(lambda p: p.ndim >= 2, params)

@@ -5,6 +5,8 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from hybrid_jax.train import sharding
+
 
 def lm_loss(logits_BxTxV, targets_BxT, answer_mask_BxT):
   """Mean next-token loss (one-hot form: its backward is far cheaper than a gather's on CPU),
@@ -65,7 +67,6 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, micr
 
   constrain = lambda b: b
   if mesh is not None:
-    from hybrid_jax.train import sharding
     batch_sharding = sharding.batch_sharding(mesh, batch_size and batch_size // microbatches)
     constrain = lambda b: jax.lax.with_sharding_constraint(b, batch_sharding)
 

@@ -2,7 +2,6 @@
 state scan (u = u~ - W S, o, S') and its reverse-chunk backward in the Triton kernels shared
 with simple GLA (``linear_scan.pallas_gpu``); K, V and the chunk padded to powers of 2 >= 16."""
 
-import jax.numpy as jnp
 
 from pallas_kernels.delta_rule.pallas_factors import kernel_factors
 from pallas_kernels.linear_scan import pallas_gpu, state_scan
@@ -13,15 +12,11 @@ DEFAULT_CHUNK = 64
 
 def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
                      chunk_size=DEFAULT_CHUNK, interpret=False):
-  b, t, h, dk = q.shape
-  dv = v.shape[-1]
-  scale = dk ** -0.5 if scale is None else scale
+  t, dk, dv, scale, s0 = state_scan.entry_shapes(q, v, scale, initial_state)
   chunk = pallas_gpu.gpu_chunk(chunk_size, t)
   kp, vp = pow2_at_least_16(dk), pow2_at_least_16(dv)
-  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk)
+  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk, False)
   qd, kd, w, ut = pad_last(qd, kp), pad_last(kd, kp), pad_last(w, kp), pad_last(ut, vp)
-  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
-        else initial_state.astype(jnp.float32))
   o, s_final = state_scan.state_scan(pallas_gpu.kernels(interpret), chunk, qd, kd, w, ut, aqk,
                                      gam, pad_state(s0, kp, vp))
   return state_scan.from_kernel_layout(o[..., :dv], t, q.dtype), s_final[:, :, :dk, :dv]

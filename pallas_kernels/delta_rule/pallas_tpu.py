@@ -2,7 +2,6 @@
 state scan (u = u~ - W S, o, S') and its reverse-chunk backward in the Mosaic kernels shared
 with simple GLA (``linear_scan.pallas_tpu``)."""
 
-import jax.numpy as jnp
 
 from pallas_kernels.delta_rule.pallas_factors import kernel_factors
 from pallas_kernels.linear_scan import pallas_tpu, state_scan
@@ -12,13 +11,9 @@ DEFAULT_CHUNK = 128
 
 def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
                      chunk_size=DEFAULT_CHUNK, interpret=False):
-  b, t, h, dk = q.shape
-  dv = v.shape[-1]
-  scale = dk ** -0.5 if scale is None else scale
+  t, _, _, scale, s0 = state_scan.entry_shapes(q, v, scale, initial_state)
   chunk = pallas_tpu.tpu_chunk(chunk_size, t)
-  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk)
-  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
-        else initial_state.astype(jnp.float32))
-  o, s_final = state_scan.state_scan(pallas_tpu.kernels(interpret), chunk, qd, kd, w, ut, aqk,
-                                     gam, s0)
+  qd, kd, w, ut, aqk, gam = kernel_factors(q, k, v, g, beta, scale, chunk, True)
+  o, s_final = state_scan.state_scan(pallas_tpu.kernels(interpret, q.dtype), chunk, qd, kd, w,
+                                     ut, aqk, gam, s0)
   return state_scan.from_kernel_layout(o, t, q.dtype), s_final

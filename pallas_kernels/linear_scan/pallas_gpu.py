@@ -215,15 +215,11 @@ def simple_gla(q, k, v, g, *, scale=None, initial_state=None, chunk_size=DEFAULT
                interpret=False):
   """Fused: the kernels build each chunk's decays and q k^T themselves; XLA only pads and
   takes the in-chunk cumulative sum of g."""
-  b, t, h, dk = q.shape
-  dv = v.shape[-1]
-  scale = dk ** -0.5 if scale is None else float(scale)
+  t, dk, dv, scale, s0 = state_scan.entry_shapes(q, v, scale, initial_state)
   chunk = gpu_chunk(chunk_size, t)
   kp, vp = pow2_at_least_16(dk), pow2_at_least_16(dv)
   q, k, v, b_col, b_row = state_scan.gla_inputs(q_in := q, k, v, g, chunk)
-  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
-        else initial_state.astype(jnp.float32))
-  o, s_final = state_scan.gla_scan(gla_kernels(interpret), chunk, scale, pad_last(q, kp),
+  o, s_final = state_scan.gla_scan(gla_kernels(interpret), chunk, float(scale), pad_last(q, kp),
                                    pad_last(k, kp), pad_last(v, vp), b_col, b_row,
                                    pad_state(s0, kp, vp))
   return state_scan.from_kernel_layout(o[..., :dv], t, q_in.dtype), s_final[:, :, :dk, :dv]

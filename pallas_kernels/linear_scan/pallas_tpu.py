@@ -1,5 +1,6 @@
 """Pallas TPU (Mosaic) kernels: simple GLA fused (``gla_*``) and the delta rule's state scan
-over precomputed WY factors (``forward``/``backward``, used by ``delta_rule.pallas_tpu``).
+over precomputed WY factors (``forward``/``backward``, used by ``delta_rule.pallas_tpu``;
+gamma per chunk, ``[B, H, N, 1, 1]``).
 
 Grid (B, H, N chunks): B and H "parallel", the chunk axis "arbitrary" (sequential on a core)
 with the state [K, V] carried in a VMEM scratch. The backwards walk the chunks in reverse
@@ -32,7 +33,10 @@ def tpu_chunk(chunk_size, t):
 def _specs(chunk, dk, dv, n, reverse=False):
   at = (lambda b, h, i: (b, h, n - 1 - i, 0)) if reverse else (lambda b, h, i: (b, h, i, 0))
   blk = lambda d: pl.BlockSpec((None, None, chunk, d), at)
-  return [blk(dk), blk(dk), blk(dk), blk(dv), blk(chunk), blk(1)], blk
+  # gamma per chunk, [B, H, N, 1, 1]: a per-token [B, H, T, 1] float32 is padded to 128 lanes
+  # in HBM (as large as a [T, 128] factor), for one number per chunk.
+  gam = pl.BlockSpec((None, None, None, 1, 1), lambda b, h, i: (*at(b, h, i), 0))
+  return [blk(dk), blk(dk), blk(dk), blk(dv), blk(chunk), gam], blk
 
 
 def _scan_fwd_kernel(n, chunk_math, *refs):
@@ -48,7 +52,7 @@ def _scan_fwd_kernel(n, chunk_math, *refs):
   s = s_scr[...]
   states_ref[...] = s
   o, s_new = chunk_math(*in_refs, s)
-  o_ref[...] = o
+  o_ref[...] = o.astype(o_ref.dtype)
   s_scr[...] = s_new
 
   @pl.when(i == n - 1)
@@ -91,16 +95,18 @@ def _state_chunk_forward(qd, kd, w, ut, aqk, gam, s):
 
 def _state_chunk_backward(qd, kd, w, ut, aqk, gam, states, do, ds):
   return state_scan.chunk_backward(qd[...], kd[...], w[...], ut[...], aqk[...], gam[0:1, :],
-                                   states[...], do[...], ds)
+                                   states[...], do[...].astype(jnp.float32), ds)
 
 
-def forward(interpret, qd, kd, w, ut, aqk, gam, s0, chunk):
+def forward(interpret, o_dtype, qd, kd, w, ut, aqk, gam, s0, chunk):
+  """``o`` in ``o_dtype``: the caller's output dtype (bf16 halves it; its cotangent ``do``
+  then comes back in it too, and is read as float32)."""
   b, h, tp, dk = qd.shape
   dv, n = ut.shape[-1], tp // chunk
   specs, blk = _specs(chunk, dk, dv, n)
   state_spec = pl.BlockSpec((None, None, dk, dv), lambda b, h, i: (b, h, 0, 0))
   f32 = jnp.float32
-  out_shape = [jax.ShapeDtypeStruct((b, h, tp, dv), f32),
+  out_shape = [jax.ShapeDtypeStruct((b, h, tp, dv), o_dtype),
                jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
                jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
   ins = (qd, kd, w, ut, aqk, gam, s0)
@@ -119,7 +125,7 @@ def backward(interpret, qd, kd, w, ut, aqk, gam, states, do, ds_final, chunk):
   final = pl.BlockSpec((None, None, dk, dv), lambda b, h, i: (b, h, 0, 0))
   f32 = jnp.float32
   seq = lambda d: jax.ShapeDtypeStruct((b, h, tp, d), f32)
-  outs = [seq(dk), seq(dk), seq(dk), seq(dv), seq(chunk), seq(1),
+  outs = [seq(dk), seq(dk), seq(dk), seq(dv), seq(chunk), jax.ShapeDtypeStruct(gam.shape, f32),
           jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
   ins = (qd, kd, w, ut, aqk, gam, states, do, ds_final)
   cost = costs.estimate(2 * costs.scan_flops(b, h, tp, chunk, dk, dv, True), 0, ins, outs)
@@ -129,10 +135,11 @@ def backward(interpret, qd, kd, w, ut, aqk, gam, states, do, ds_final, chunk):
 
 
 @functools.lru_cache(maxsize=None)
-def kernels(interpret):
-  """(forward, backward) for one interpret setting; cached so that custom_vjp's static
-  argument is the same object on every call (jit cache hits)."""
-  return functools.partial(forward, interpret), functools.partial(backward, interpret)
+def kernels(interpret, o_dtype=jnp.float32):
+  """(forward, backward) for one interpret setting and output dtype; cached so that
+  custom_vjp's static argument is the same object on every call (jit cache hits)."""
+  return functools.partial(forward, interpret, jnp.dtype(o_dtype)), functools.partial(
+      backward, interpret)
 
 
 def _gla_specs(chunk, dk, dv, n, reverse=False):
@@ -198,12 +205,8 @@ def simple_gla(q, k, v, g, *, scale=None, initial_state=None, chunk_size=DEFAULT
                interpret=False):
   """Fused: the kernels build each chunk's decays and q k^T themselves; XLA only pads and
   takes the in-chunk cumulative sum of g."""
-  b, t, h, dk = q.shape
-  dv = v.shape[-1]
-  scale = dk ** -0.5 if scale is None else float(scale)
+  t, _, _, scale, s0 = state_scan.entry_shapes(q, v, scale, initial_state)
   chunk = tpu_chunk(chunk_size, t)
-  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
-        else initial_state.astype(jnp.float32))
-  o, s_final = state_scan.gla_scan(gla_kernels(interpret), chunk, scale,
+  o, s_final = state_scan.gla_scan(gla_kernels(interpret), chunk, float(scale),
                                    *state_scan.gla_inputs(q, k, v, g, chunk), s0)
   return state_scan.from_kernel_layout(o, t, q.dtype), s_final

@@ -18,9 +18,10 @@ runs in Pallas. The backward of one chunk, with dS' the cotangent of the state a
   du = Aqk^T do + Kd dS'     dAqk = do u^T     dQd = do S^T     dKd = u dS'^T
   du~ = du    dW = -du S^T   dgamma = <S, dS'>   dS = Qd^T do + gamma dS' - W^T du
 
-Kernel layout: [B, H, N*C, X] float32 (one head's sequence contiguous); gamma is stored per
-token ([B, H, N*C, 1], every row of a chunk holding the chunk's value) so that every operand
-is a plain 2-D block.
+Kernel layout: [B, H, N*C, X] float32 (one head's sequence contiguous). gamma is either per
+token ([B, H, N*C, 1], every row of a chunk holding the chunk's value: a plain 2-D block, for
+Triton) or per chunk ([B, H, N, 1, 1], for Mosaic: TPU pads a [T, 1] float32 array to 128
+lanes, which made it as large in HBM as a [T, 128] factor).
 """
 
 import functools
@@ -81,12 +82,24 @@ def _bwd(kernels, chunk, res, cts):
   do, ds_final = cts
   dqd, dkd, dw, dut, daqk, dgam, ds0 = kernels[1](qd, kd, w, ut, aqk, gam, states, do,
                                                   ds_final, chunk)
-  # The kernels read gamma from a chunk's first row and write dgamma into all its rows.
-  first_row = (jnp.arange(gam.shape[2]) % chunk == 0)[:, None]
-  return dqd, dkd, dw, dut, daqk, jnp.where(first_row, dgam, 0.0), ds0
+  if gam.ndim == 4:
+    # Per token: the kernels read gamma from a chunk's first row, write dgamma into all rows.
+    first_row = (jnp.arange(gam.shape[2]) % chunk == 0)[:, None]
+    dgam = jnp.where(first_row, dgam, 0.0)
+  return dqd, dkd, dw, dut, daqk, dgam, ds0
 
 
 state_scan.defvjp(_fwd, _bwd)
+
+
+def entry_shapes(q, v, scale, initial_state):
+  """(t, dk, dv, scale, s0) that every backend's entry point starts from: the sizes, the
+  default scale dk**-0.5, and the float32 initial state (zeros when none is given)."""
+  b, t, h, dk = q.shape
+  dv = v.shape[-1]
+  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
+        else initial_state.astype(jnp.float32))
+  return t, dk, dv, dk ** -0.5 if scale is None else scale, s0
 
 
 def to_kernel_layout(x_BxTxHxX, t_padded):

@@ -6,17 +6,27 @@ writes ``<run>/analysis/<name>.json`` plus ``<name>.png``/``.svg``. Bad input is
 """
 
 import argparse
-
-from hybrid_jax.cli_args import ArgumentParser
 import resource
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from hybrid_jax.analysis.mechanism.runs import (DEFAULT_TASK, AnalysisInputError, Run, check_positive,
-                                                check_task, niah_examples, write_figure, write_json)
-from hybrid_jax.eval.checkpoints import EvalInputError
+from hybrid_jax.analysis.mechanism import ablate, constrain, figures, gradient, heads, probe, trace
+from hybrid_jax.analysis.mechanism.runs import (
+    AnalysisInputError,
+    DEFAULT_TASK,
+    Run,
+    check_positive,
+    check_task,
+    niah_examples,
+    write_figure,
+    write_json,
+)
+from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.model import registry
+from hybrid_jax.model.params import layer_letters
+from hybrid_jax.resolve import resolve
+from hybrid_jax.run import load_config
 
 SUBCOMMANDS = ("heads", "trace", "constrain", "ablate", "probe", "gradient")
 
@@ -31,16 +41,16 @@ def _parser():
   p = ArgumentParser(prog="hybrid-jax analyze", description="Run a mechanism analysis of one "
                      "checkpoint of a run.", epilog=__doc__.split("\n\n", 1)[1])
   sub = p.add_subparsers(dest="what", required=True)
-  heads = sub.add_parser("heads", parents=[common], help="retrieval-head scores per (layer, head)")
-  trace = sub.add_parser("trace", parents=[common], help="top heads over every checkpoint")
-  for s in (heads, trace):
+  hea = sub.add_parser("heads", parents=[common], help="retrieval-head scores per (layer, head)")
+  tra = sub.add_parser("trace", parents=[common], help="top heads over every checkpoint")
+  for s in (hea, tra):
     s.add_argument("--top-k", type=int, default=4)
     s.add_argument("--query-offset", type=int, default=0,
                    help="score the row this many tokens before the one preceding the answer")
-  trace.add_argument("--reference-step", type=int, help="weights compared to (default: the last)")
-  trace.add_argument("--out", help="directory for the trace figure (default: each run's analysis/)")
-  trace.add_argument("--layers", help="only the heads of layers of these kinds (pattern letters, "
-                     "e.g. F for the full-attention layers); writes trace-<LAYERS>.json")
+  tra.add_argument("--reference-step", type=int, help="weights compared to (default: the last)")
+  tra.add_argument("--out", help="directory for the trace figure (default: each run's analysis/)")
+  tra.add_argument("--layers", help="only the heads of layers of these kinds (pattern letters, "
+                   "e.g. F for the full-attention layers); writes trace-<LAYERS>.json")
   con = sub.add_parser("constrain", parents=[common], help="receptive-field constraint at inference")
   con.add_argument("--window", type=int, required=True)
   con.add_argument("--short-rows", type=int, default=8, help="held-out rows of the short loss")
@@ -54,19 +64,15 @@ def _parser():
   pro.add_argument("--seed", type=int, default=0)
   gra = sub.add_parser("gradient", parents=[common], help="gradient influence by distance")
   gra.add_argument("--targets", type=int, default=20)
-  for s, samples in ((heads, 16), (trace, 16), (con, 16), (abl, 16), (pro, 64), (gra, 4)):
+  for s, samples in ((hea, 16), (tra, 16), (con, 16), (abl, 16), (pro, 64), (gra, 4)):
     s.add_argument("--samples", type=int, default=samples, help="NIAH examples")
-    s.add_argument("run", nargs="+" if s is trace else None)
+    s.add_argument("run", nargs="+" if s is tra else None)
   return p
 
 
 def _n_heads(run: Run, kinds: str | None = None) -> int:
   """Attention heads of the run (of its layers whose letter is in ``kinds``, if given)."""
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.model.params import layer_letters
-  from hybrid_jax.eval.checkpoints import load_run_config
-  from hybrid_jax.model import registry
-  m = resolve(load_run_config(run.path)).model
+  m = resolve(load_config(run.path)).model
   return sum(m.n_heads for c in layer_letters(m.pattern, m.n_layers)
              if registry.get(c).kind != "recurrent" and (kinds is None or c in kinds))
 
@@ -94,8 +100,7 @@ def _check(args) -> list[Run]:
     if args.what == "trace" and args.reference_step is not None:
       run.check_step(args.reference_step)
     if args.length is None:
-      from hybrid_jax.eval.checkpoints import load_run_config
-      args.length = int(load_run_config(run.path).eval.lengths[0])
+      args.length = int(load_config(run.path).eval.lengths[0])
     check_task(args.task, args.length, args.classes if args.what == "probe" else 0)
     if args.what in ("heads", "trace") and args.query_offset:
       first = min(int(ex.answer_positions[0]) for ex in
@@ -122,7 +127,6 @@ def _letters(model) -> str:
 
 
 def run_heads(args, run):
-  from hybrid_jax.analysis.mechanism import figures, heads
   step = run.check_step(args.step)
   model = run.model(step)
   scores = heads.head_scores(model, niah_examples(run.cfg, args.task, args.length, args.samples),
@@ -141,7 +145,6 @@ def run_heads(args, run):
 
 
 def run_trace(args, runs):
-  from hybrid_jax.analysis.mechanism import figures, trace
   traces = []
   for run in runs:
     examples = niah_examples(run.cfg, args.task, args.length, args.samples)
@@ -161,7 +164,6 @@ def run_trace(args, runs):
 
 
 def run_constrain(args, run):
-  from hybrid_jax.analysis.mechanism import constrain, figures
   step = run.check_step(args.step)
   model = run.model(step)
   examples = niah_examples(run.cfg, args.task, args.length, args.samples)
@@ -177,7 +179,6 @@ def run_constrain(args, run):
 
 
 def run_ablate(args, run):
-  from hybrid_jax.analysis.mechanism import ablate, figures, heads
   step = run.check_step(args.step)
   model = run.model(step)
   examples = niah_examples(run.cfg, args.task, args.length, args.samples)
@@ -194,7 +195,6 @@ def run_ablate(args, run):
 
 
 def run_probe(args, run):
-  from hybrid_jax.analysis.mechanism import figures, probe
   step = run.check_step(args.step)
   model = run.model(step)
   examples = niah_examples(run.cfg, args.task, args.length, args.samples, n_classes=args.classes)
@@ -209,7 +209,6 @@ def run_probe(args, run):
 
 
 def run_gradient(args, run):
-  from hybrid_jax.analysis.mechanism import figures, gradient
   step = run.check_step(args.step)
   model = run.model(step)
   tokens = np.stack([ex.tokens for ex in niah_examples(run.cfg, args.task, args.length, args.samples)])

@@ -11,6 +11,7 @@ from scipy.special import log_softmax
 
 from hybrid_jax.analysis.mechanism import forward as F
 from hybrid_jax.analysis.mechanism.answers import answer_metrics
+from hybrid_jax.eval.heldout import SHORT_STREAM, heldout_rows
 
 
 def plans(window: int) -> dict[str, F.Plan]:
@@ -32,7 +33,6 @@ def short_loss(model, inputs_NxT, targets_NxT, plan: F.Plan, batch: int = 8) -> 
 
 
 def heldout(cfg, rows: int, length: int | None = None):
-  from hybrid_jax.eval.heldout import SHORT_STREAM, heldout_rows
   length = length or cfg.eval.short_length or cfg.data.seq_len
   return heldout_rows(cfg, length=length, rows=rows, seed=cfg.eval.seed, stream=SHORT_STREAM)
 

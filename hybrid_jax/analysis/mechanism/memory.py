@@ -12,7 +12,11 @@ import argparse
 import resource
 import time
 
-import numpy as np
+from hybrid_jax.analysis.mechanism import gradient, heads
+from hybrid_jax.configs.base import base_config
+from hybrid_jax.data import tasks
+from hybrid_jax.model.lm import build_model
+from hybrid_jax.resolve import resolve
 
 
 def peak_rss_mib() -> float:
@@ -28,11 +32,6 @@ def main(argv=None):
   p.add_argument("--task", default="niah_single_filler")
   p.add_argument("--gradient", action="store_true")
   args = p.parse_args(argv)
-  from hybrid_jax.analysis.mechanism import gradient, heads
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.configs.base import base_config
-  from hybrid_jax.data import tasks
-  from hybrid_jax.model.lm import build_model
   c = base_config()
   c.model.size, c.model.pattern, c.model.window = args.size, args.pattern, args.window
   c.data.seq_len = 256

@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 from flax import nnx
 
-from hybrid_jax.eval.checkpoints import EvalInputError, RunModels, checkpoint_steps, load_run_config
-from hybrid_jax.train.rundir import atomic_write_bytes, atomic_write_text
+from hybrid_jax.data import task_families
+from hybrid_jax.eval.checkpoints import EvalInputError, RunModels
+from hybrid_jax.eval.retrieval import task_inputs
+from hybrid_jax.run import atomic_write_bytes, atomic_write_text, checkpoint_steps, load_config
 
 DEFAULT_TASK = "niah_single_filler"
 
@@ -23,7 +25,7 @@ class Run:
 
   def __init__(self, workdir):
     self.path = Path(workdir)
-    load_run_config(workdir)          # one-line errors: no directory, no config.json
+    load_config(workdir)          # one-line errors: no directory, no config.json
     self.steps = checkpoint_steps(workdir)
     self._models = None
 
@@ -67,8 +69,6 @@ class Run:
 def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0, seed=None):
   """``samples`` examples of ``task`` at depths spread evenly over (0, 1), indices 0..N-1
   at ``eval.seed``: the same inputs for every run and checkpoint."""
-  from hybrid_jax.data import task_families
-  from hybrid_jax.eval.retrieval import task_inputs
   tokenizer, corpus = task_inputs(cfg)
   seed = cfg.eval.seed if seed is None else seed
   return [task_families.make_example(task, length=length, depth=(i + 0.5) / samples, seed=seed, index=i,
@@ -77,7 +77,6 @@ def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0,
 
 
 def check_task(task: str, length: int, n_classes: int = 0):
-  from hybrid_jax.data import task_families
   try:
     task_families.family(task)
   except ValueError as e:
@@ -113,7 +112,7 @@ def _jsonable(x):
 
 def write_figure(fig, stem: Path) -> list[Path]:
   """``stem``.png and .svg, each written whole or not at all."""
-  import matplotlib.pyplot as plt
+  import matplotlib.pyplot as plt   # lazy: matplotlib costs ~0.7 s at import; only figure writers need it
   paths = []
   for ext, kw in (("png", dict(dpi=120)), ("svg", {})):
     buf = io.BytesIO()

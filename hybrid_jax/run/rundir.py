@@ -6,61 +6,18 @@ or mistyped record in the middle is skipped with a one-line warning naming file:
 torn last line (a crash mid-write) is skipped quietly, and a rewrite keeps every line it
 could not parse."""
 
-import fcntl
 import json
 import numbers
-import os
 import socket
 import sys
 import time
 from pathlib import Path
 
-from hybrid_jax.errors import UserError
+from hybrid_jax.run.config import CONFIG_FILE, config_diff
+from hybrid_jax.run.errors import RunDirBusy, RunDirError
+from hybrid_jax.run.files import FileLock, append_line, atomic_write_bytes, atomic_write_text
 
 STATES = ("running", "done", "failed", "preempted")
-
-
-class RunDirError(UserError, RuntimeError):
-  """The run directory cannot be used as asked (held by another process, other config)."""
-
-
-class RunDirBusy(RunDirError):
-  """Another process holds the run's lock (a launcher retries such a run later)."""
-
-
-def atomic_write_bytes(path, data: bytes):
-  """Write a temp file beside ``path``, fsync it, rename it over ``path``: a reader (or a
-  crash) sees the old file or the new one, never half of one."""
-  path = Path(path)
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-  with open(tmp, "wb") as f:
-    f.write(data)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
-
-
-def atomic_write_text(path, text: str):
-  atomic_write_bytes(path, text.encode("utf-8"))
-
-
-# Sections that say how a run is executed, not what it computes: a run may resume with
-# other values (e.g. on another mesh: checkpoints restore onto any mesh).
-EXECUTION_SECTIONS = ("mesh",)
-
-
-def config_diff(old: dict, new: dict, prefix="") -> list[str]:
-  out = []
-  for key in sorted(set(old) | set(new)):
-    if not prefix and key in EXECUTION_SECTIONS:
-      continue
-    a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
-    if isinstance(a, dict) and isinstance(b, dict):
-      out += config_diff(a, b, f"{prefix}{key}.")
-    elif a != b:
-      out.append(f"{prefix}{key}: {a!r} -> {b!r}")
-  return out
 
 
 # Types every record must have (numbers may be NaN: a diverged loss is still a record).
@@ -87,68 +44,32 @@ def record_problem(record, types: dict) -> str | None:
   return None
 
 
-def lock_held(path) -> bool:
-  """Whether another process holds the flock on ``path`` (the one lock helper)."""
-  try:
-    f = open(path, "a")
-  except FileNotFoundError:
-    return False
-  with f:
-    try:
-      fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      return True
-    fcntl.flock(f, fcntl.LOCK_UN)
-  return False
-
-
-def _append_line(path: Path, line: str, fsync: bool):
-  """Append one line; a torn last line (a crash mid-write) is ended first so that it cannot
-  swallow this record. Appends only: a log is never rewritten here."""
-  with open(path, "ab+") as f:
-    f.seek(0, os.SEEK_END)
-    if f.tell():
-      f.seek(-1, os.SEEK_END)
-      if f.read(1) != b"\n":
-        line = "\n" + line
-    f.write((line + "\n").encode())
-    f.flush()
-    if fsync:
-      os.fsync(f.fileno())
-
-
 class RunDir:
   def __init__(self, workdir, writer: bool = True):
     """``writer=False``: a process of a multi-process job other than process 0; it reads
     the run's files but writes none (process 0 writes them) and takes no lock."""
     self.writer = writer
     self.path = Path(workdir)
-    self.config_path = self.path / "config.json"
+    self.config_path = self.path / CONFIG_FILE
     self.status_path = self.path / "status.json"
     self.metrics_path = self.path / "metrics.jsonl"
     self.checkpoint_dir = self.path / "checkpoints"
     self.tensorboard_dir = self.path / "tensorboard"
     self.eval_path = self.path / "eval.jsonl"
-    self._lock_file = None
-    self._eval_lock_file = None
+    self._lock = FileLock(self.path / ".lock")
+    self._eval_lock = FileLock(self.path / ".eval.lock")
     self.skipped = 0            # bad records the readers skipped so far
 
   def lock(self):
     """Hold an exclusive lock for this process's lifetime: one trainer per run, ever."""
     if not self.writer:
       return
-    self.path.mkdir(parents=True, exist_ok=True)
-    self._lock_file = open(self.path / ".lock", "w")
-    try:
-      fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      self._lock_file.close()
-      self._lock_file = None
+    if not self._lock.acquire():
       raise RunDirBusy(f"run directory {self.path} is in use by another process") from None
 
   def lock_held(self) -> bool:
     """Whether some process holds the trainer lock: a run marked running without it died."""
-    return lock_held(self.path / ".lock")
+    return self._lock.held()
 
   def mark_started(self, pid: int):
     """The launcher's note that a trainer process starts (JAX takes a while to import):
@@ -160,10 +81,7 @@ class RunDir:
     atomic_write_text(self.status_path, json.dumps(status) + "\n")
 
   def unlock(self):
-    if self._lock_file is not None:
-      fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-      self._lock_file.close()
-      self._lock_file = None
+    self._lock.release()
 
   def check_or_write_config(self, config: dict):
     """First run: write config.json. Later runs: refuse a config that differs."""
@@ -209,7 +127,7 @@ class RunDir:
 
   def append_metrics(self, record: dict):
     if self.writer:
-      _append_line(self.metrics_path, json.dumps(record), fsync=False)
+      append_line(self.metrics_path, json.dumps(record), fsync=False)
 
   def _read_jsonl(self, path: Path, types: dict, warn: bool = True) -> list[tuple[bytes, dict | None]]:
     """(line, record or None if the line is bad) for every line but a torn last one; each
@@ -255,20 +173,12 @@ class RunDir:
     return records
 
   def append_eval(self, record: dict):
-    _append_line(self.eval_path, json.dumps(record), fsync=True)
+    append_line(self.eval_path, json.dumps(record), fsync=True)
 
   def lock_eval(self):
     """One evaluator per run at a time (the trainer's own lock is separate)."""
-    self._eval_lock_file = open(self.path / ".eval.lock", "w")
-    try:
-      fcntl.flock(self._eval_lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      self._eval_lock_file.close()
-      self._eval_lock_file = None
+    if not self._eval_lock.acquire():
       raise RunDirError(f"run directory {self.path} is being evaluated by another process") from None
 
   def unlock_eval(self):
-    if self._eval_lock_file is not None:
-      fcntl.flock(self._eval_lock_file, fcntl.LOCK_UN)
-      self._eval_lock_file.close()
-      self._eval_lock_file = None
+    self._eval_lock.release()

@@ -1,4 +1,6 @@
-"""``hybrid-jax train``: train one run, or resume it from its last checkpoint.
+"""``hybrid-jax train``: train one run, or resume it from its last checkpoint, with the
+standard hooks: evaluation during training (``eval.every``) and the training curves at the
+end. It sits above ``train/``, ``eval/`` and ``plot/`` so that the loop imports neither.
 
 Flags are ml_collections config-file flags (absl): ``--config FILE`` (default: the toy CPU
 config) and overrides such as ``--config.model.window=64``; ``--config.a.b=None`` unsets an
@@ -9,35 +11,47 @@ import os
 import sys
 from pathlib import Path
 
+from absl import flags
+from ml_collections import config_flags
+
+from hybrid_jax.cli_args import unset, unset_overrides
 from hybrid_jax.errors import UserError, one_line
+from hybrid_jax.train.hooks import Hook
+
+# The trainer, evaluation, figures and resolve import JAX or matplotlib (seconds, measured:
+# `train --help` takes 0.6 s with them deferred, over 10 s without), so the functions that
+# need them import them: help and flag errors stay instant.
 
 PROG = "hybrid-jax train"
 DESCRIPTION = "Train one run, or resume it from its last checkpoint."
-DEFAULT_CONFIG = str(Path(__file__).parents[1] / "configs" / "default.py")
+DEFAULT_CONFIG = str(Path(__file__).parent / "configs" / "default.py")
 SWITCHES = {"--quiet": "Print no progress bar (it is shown only on a terminal anyway)."}
 
 
-def unset_overrides(argv):
-  """(argv without ``--config.x=None`` flags, the dotted keys they unset)."""
-  is_unset = lambda a: a.startswith("--config.") and a.split("=", 1)[-1] in ("None", "none")
-  return ([a for a in argv if not is_unset(a)],
-          [a.split("=", 1)[0][len("--config."):] for a in argv if is_unset(a)])
+class CurvesAtEnd(Hook):
+  """Writes curves.png (loss and answer accuracy against tokens) when the run is done."""
+
+  def end(self, run):
+    from hybrid_jax.plot.curves import write_training_curves   # lazy: matplotlib, see above
+    write_training_curves(run)
 
 
-def unset(config, paths, allowed_prefix=""):
-  for path in paths:
-    *parents, leaf = path.split(".")
-    node = config
-    for p in parents:
-      node = node[p]
-    if leaf not in node or not path.startswith(allowed_prefix):
-      raise KeyError(f"unknown config key {path}")
-    node[leaf] = None
+def standard_hooks(cfg) -> tuple[Hook, ...]:
+  """What a train command does besides training: evaluation at ``eval.every`` (when set)
+  and the end-of-run curves."""
+  from hybrid_jax.eval.evaluate import TrainingEval   # lazy: JAX, see above
+  return ((TrainingEval(),) if cfg.eval.every else ()) + (CurvesAtEnd(),)
+
+
+def train(cfg, workdir, **kwargs) -> dict:
+  """``hybrid_jax.train.loop.train`` with the standard hooks: the run a command makes."""
+  from hybrid_jax.resolve import ensure_resolved   # lazy: JAX, see above
+  from hybrid_jax.train import loop
+  cfg = ensure_resolved(cfg)
+  return loop.train(cfg, workdir, hooks=standard_hooks(cfg), **kwargs)
 
 
 def _define(fv, argv):
-  from absl import flags
-  from ml_collections import config_flags
   config_flags.DEFINE_config_file("config", default=DEFAULT_CONFIG, flag_values=fv,
                                   help_string="Config file defining get_config().", sys_argv=argv)
   flags.DEFINE_string("workdir", None, "Run directory (created; resumed if it exists).", flag_values=fv)
@@ -56,7 +70,6 @@ def _flat(prefix, d):
 
 def help_text(argv) -> str:
   """Usage, the flags with their defaults, and every config key with its default value."""
-  from absl import flags
   fv = flags.FlagValues()
   config_file = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
   if config_file is None and "--config" in argv and argv.index("--config") + 1 < len(argv):
@@ -83,7 +96,6 @@ def help_text(argv) -> str:
 
 def parse_train_flags(argv: list[str]):
   """(config, workdir) from ``--config FILE --config.a.b=v --workdir DIR``; UserError on bad flags."""
-  from absl import flags
   argv, unsets = unset_overrides(argv)
   full_argv = [PROG] + argv
   fv = flags.FlagValues()
@@ -104,7 +116,7 @@ def parse_train_flags(argv: list[str]):
   if fv.coordinator is not None:    # handed to hybrid_jax.train.distributed through its variables
     if fv.num_processes is None or fv.process_id is None or not 0 <= fv.process_id < fv.num_processes:
       raise UserError("--coordinator needs --num_processes N and --process_id I with 0 <= I < N")
-    from hybrid_jax.train.distributed import ENV
+    from hybrid_jax.train.distributed import ENV   # lazy: JAX, see above
     os.environ.update(dict(zip(ENV, (fv.coordinator, str(fv.num_processes), str(fv.process_id)))))
   return config, fv.workdir
 
@@ -116,13 +128,13 @@ def main(argv) -> int:
     return 0
   quiet = "--quiet" in argv
   config, workdir = parse_train_flags([a for a in argv if a not in SWITCHES])
-  from hybrid_jax.resolve import resolve
+  from hybrid_jax.resolve import resolve   # lazy: JAX, see above
+  from hybrid_jax.train import loop
   config = resolve(config)              # once per train command; a ConfigError (a UserError) before anything is written
-  from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted, train
   try:
     status = train(config, workdir, progress=False if quiet else None)
-  except Preempted as e:
+  except loop.Preempted as e:
     print(f"hybrid-jax: {e}", file=sys.stderr)
-    return PREEMPTED_EXIT_CODE
+    return loop.PREEMPTED_EXIT_CODE
   print(f"hybrid-jax: run {workdir}: {status['state']} at step {status['step']}/{status['total_steps']}")
   return 0

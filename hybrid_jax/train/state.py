@@ -1,0 +1,63 @@
+"""The train state, apart from the loop that advances it: readers of a run (evaluation,
+loading, analyses, benches) build the model's structure here, params only, and never the
+optimizer moments."""
+
+import jax
+from flax import nnx
+
+from hybrid_jax.configs import require_resolved
+from hybrid_jax.model import build_model
+from hybrid_jax.train import sharding
+from hybrid_jax.train.optim import make_optimizer
+
+
+def abstract_model(model_cfg, seed: int = 0):
+  """(graphdef, abstract params, rest): the model's structure with no array allocated."""
+  return nnx.split(nnx.eval_shape(lambda: build_model(model_cfg, seed)), nnx.Param, ...)
+
+
+def init_state(cfg, mesh=None):
+  """(graphdef, rest, state, tx, schedule); state = {params, opt_state} is the pure pytree
+  that is checkpointed. Initialisation runs as one compiled program, not op by op; with a
+  ``mesh`` every array is created directly in its sharding (no device holds the whole)."""
+  require_resolved(cfg, "init_state")
+  tx, schedule = make_optimizer(cfg.train, cfg.derived.steps)
+
+  def init():
+    model = build_model(cfg.model, cfg.train.seed)
+    _, params, rest = nnx.split(model, nnx.Param, ...)
+    return dict(params=params, opt_state=tx.init(params)), rest
+
+  graphdef = abstract_model(cfg.model, cfg.train.seed)[0]
+  out_shardings = None
+  if mesh is not None:
+    abstract_state, abstract_rest = jax.eval_shape(init)
+    out_shardings = (sharding.state_shardings(mesh, abstract_state),
+                     jax.tree.map(lambda _: sharding.replicated(mesh), abstract_rest))
+  state, rest = jax.jit(init, out_shardings=out_shardings)()
+  return graphdef, rest, state, tx, schedule
+
+
+def abstract_state(cfg, mesh):
+  """(graphdef, rest, tx, state, shardings): the train state, optimizer moments included, as
+  shapes carrying their ``mesh`` shardings; nothing is allocated (planning a run's memory)."""
+  require_resolved(cfg, "abstract_state")
+  tx, _ = make_optimizer(cfg.train, cfg.derived.steps)
+  graphdef, params, rest = abstract_model(cfg.model, cfg.train.seed)
+  state = dict(params=params, opt_state=jax.eval_shape(tx.init, params))
+  shardings = sharding.state_shardings(mesh, state)
+  state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                       state, shardings)
+  return graphdef, rest, tx, state, shardings
+
+
+def init_params(cfg):
+  """(graphdef, rest, params): the model's initial parameters without optimizer moments."""
+  require_resolved(cfg, "init_params")
+
+  def init():
+    _, params, rest = nnx.split(build_model(cfg.model, cfg.train.seed), nnx.Param, ...)
+    return params, rest
+
+  params, rest = jax.jit(init)()
+  return abstract_model(cfg.model, cfg.train.seed)[0], rest, params
