@@ -69,12 +69,15 @@ def _softmax_attend(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale, out_dtype):
     q, k, v, mask, o, lse = res
     do = do.astype(jnp.float32)
     p = jnp.exp(scores(q, k, mask) - lse)
-    dv = jnp.einsum("...qgl,...qgd->...ld", p, do)
+    # dv and dk are formed transposed ([D, L]): the score-sized p and ds then enter their
+    # matmuls in row-major [Q*G, L] order as the right operand, and only the small [D, L]
+    # results are transposed; "...qgl,...qgd->...ld" made XLA:CPU copy p and ds transposed.
+    dv = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", do, p), -1, -2)
     dp = jnp.einsum("...qgd,...ld->...qgl", do, v.astype(jnp.float32))
     delta = jnp.sum(do * o, axis=-1, keepdims=True)
     ds = p * (dp - delta) * scale
     dq = jnp.einsum("...qgl,...ld->...qgd", ds, k.astype(jnp.float32))
-    dk = jnp.einsum("...qgl,...qgd->...ld", ds, q.astype(jnp.float32))
+    dk = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", q.astype(jnp.float32), ds), -1, -2)
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
 
   attend.defvjp(attend_fwd, attend_bwd)
