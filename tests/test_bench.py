@@ -111,3 +111,12 @@ def test_donated_step_matches_and_consumes_its_input():
                (kept, m_kept), (donated, m_donated))
   assert all(x.is_deleted() for x in jax.tree.leaves(state2))
   assert not any(x.is_deleted() for x in jax.tree.leaves(state))
+
+
+def test_donation_aliases_the_whole_state_into_the_output():
+  from hybrid_jax.bench import train
+  cfg = train.shape_config("toy")
+  kept, donated = train.step_memory(cfg, False), train.step_memory(cfg, True)
+  assert kept["aliased"] == 0
+  assert donated["aliased"] >= donated["state"] > 0
+  assert kept["live"] - donated["live"] >= 0.5 * donated["state"]   # 2.2 of 2.6 MB measured

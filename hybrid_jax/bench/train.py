@@ -95,6 +95,17 @@ def make_step(cfg, donate: bool = True, mesh=None):
                          donate=donate), state
 
 
+def step_memory(cfg, donate: bool) -> dict:
+  """Bytes of the compiled step (``memory_analysis``): what donation saves is the state copy
+  the output would otherwise need (``aliased``), read off the compiler, not timed."""
+  step_fn, state = make_step(cfg, donate)
+  m = step_fn.lower(state, make_source(cfg).batch(0)).compile().memory_analysis()
+  live = (m.argument_size_in_bytes + m.output_size_in_bytes - m.alias_size_in_bytes
+          + m.temp_size_in_bytes)
+  return dict(donate=donate, state=sum(x.nbytes for x in jax.tree.leaves(state)),
+              aliased=m.alias_size_in_bytes, temps=m.temp_size_in_bytes, live=live)
+
+
 def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> float:
   """Median wall time of ``steps`` train steps after one compile step, batches already on
   the device(s) (the loop's data work is timed apart, in ``host_seconds``)."""
@@ -243,6 +254,11 @@ def main(argv=None) -> int:
     peer = False
   print(f"# bench train: shapes {','.join(shapes)}, {a.rounds} round(s) x {a.steps} steps, "
         f"threads {a.threads or os.cpu_count()} on both sides", flush=True)
+  if a.donation:
+    for shape in shapes:
+      cfg = shape_config(shape)
+      print(json.dumps(dict(shape=shape, memory=[step_memory(cfg, d) for d in (False, True)])),
+            flush=True)
   rows = []
   for r in range(a.rounds):
     for shape in shapes:

@@ -72,7 +72,7 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, micr
   ``batch_size`` is given); ``microbatches > 1`` accumulates gradients. ``donate``: the input
   state's buffers are reused for the output state (no second copy of parameters and moments;
   the caller must not read the state it passed in). The step traces with ``mesh`` in context
-(``_mesh_in_context``): callers need not enter ``jax.set_mesh`` themselves."""
+  (``_mesh_in_context``): callers need not enter ``jax.set_mesh`` themselves."""
   def loss_fn(params, batch):
     model = nnx.merge(graphdef, params, rest)
     logits = model(batch["inputs"])
@@ -86,14 +86,11 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, micr
 
   def train_step(state, batch):
     with _mesh_in_context(mesh):
-      return _train_step(state, batch)
-
-  def _train_step(state, batch):
-    grads, metrics = accumulated_grad(loss_fn, state["params"], batch, microbatches, constrain)
-    with jax.named_scope("optimizer"):
-      updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-      params = optax.apply_updates(state["params"], updates)
-      metrics["grad_norm"] = optax.tree.norm(grads)
+      grads, metrics = accumulated_grad(loss_fn, state["params"], batch, microbatches, constrain)
+      with jax.named_scope("optimizer"):
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        metrics["grad_norm"] = optax.tree.norm(grads)
     return dict(params=params, opt_state=opt_state), metrics
 
   donate_argnums = (0,) if donate else ()
