@@ -1,6 +1,10 @@
 """hybrid_jax: scaling studies of hybrid (full + efficient attention) language models."""
 
+from hybrid_jax.host_memory import keep_buffers_in_heap
+
 __version__ = "0.1.0"
+
+keep_buffers_in_heap()     # before JAX starts its CPU threads: see host_memory
 
 
 def load_run(workdir, step=None):

@@ -3,6 +3,7 @@ the peer's flags from the same config, profiles the step by named scope, takes i
 within rounds, and says in one line what is missing or wrong."""
 
 import json
+import os
 import sys
 
 import jax
@@ -42,11 +43,16 @@ def test_peer_gets_the_same_network_and_batch_as_the_project():
           toy.data.seq_len, toy.train.batch_size) == (64, 4, "SF", 32, 256, 8)
 
 
-def test_one_thread_pins_xla_and_every_core_leaves_it_alone(monkeypatch):
+def test_one_thread_pins_both_sides_to_one_core_and_every_core_leaves_them_alone(monkeypatch):
+  """CPU affinity, not the XLA flags, is what XLA:CPU's thread pool obeys."""
   monkeypatch.delenv("XLA_FLAGS", raising=False)
   assert "intra_op_parallelism_threads=1" in train.thread_env(1)["XLA_FLAGS"]
   assert "XLA_FLAGS" not in train.thread_env(0)
   assert train.thread_env(0)["JAX_PLATFORMS"] == "cpu"
+  assert train.one_core(0) is None
+  if hasattr(os, "sched_getaffinity"):
+    probe = [sys.executable, "-c", 'import json, os; print(json.dumps({"cpus": sorted(os.sched_getaffinity(0))}))']
+    assert train._run(probe, train.thread_env(1), "probe", train.one_core(1)) == {"cpus": [train.one_core(1)]}
 
 
 def test_ratios_are_taken_within_rounds_then_the_median():

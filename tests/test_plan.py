@@ -200,3 +200,30 @@ def test_runs_that_differ_only_in_budget_share_one_compile(one_chip, tmp_path):
   assert recs[1]["steps"] == 2 * recs[0]["steps"]
   assert np.isclose(recs[1]["chip_hours"], 2 * recs[0]["chip_hours"])
   assert recs[2]["status"] == "invalid" and "model.window" in recs[2]["reason"]
+
+
+def test_an_interrupted_plan_resumes_without_recompiling_what_it_kept(one_chip, tmp_path):
+  from hybrid_jax.plan.cli import run_plans
+
+  def runs(window):
+    out = []
+    for tokens in (20_000, 40_000):
+      c = tiny_config("SF", steps=None)
+      c.model.attention_impl = c.model.recurrent_impl = "xla"
+      c.model.window, c.train.tokens = window, tokens
+      out.append((f"t={tokens}", resolve(c), None))
+    return out
+
+  out = tmp_path / "p.jsonl"
+  first = run_plans("plan", runs(8)[:1], one_chip, out, log=lambda m: None)
+  out.rename(str(out) + ".partial")           # as if killed after the first record
+  with open(str(out) + ".partial", "a") as f:
+    f.write('{"run": "t=40000", "torn')      # the record being written when it died
+  logs = []
+  again = run_plans("plan", runs(8), one_chip, out, log=logs.append, resume=True)
+  assert again[0] == first[0] and "kept from before" in logs[0]
+  assert again[1]["status"] == "fits" and again[1]["reused_compile"] is False
+  assert not (tmp_path / "p.jsonl.partial").exists()
+  changed = run_plans("plan", runs(16), one_chip, out, log=lambda m: None, resume=True)
+  assert changed[0]["config_hash"] != first[0]["config_hash"]  # a changed config is planned again
+  assert changed[0]["window"] == 16

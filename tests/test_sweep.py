@@ -207,3 +207,21 @@ def test_status_of_a_running_run_shows_its_latest_logged_step(tmp_path):
   rows = {r["run"]: r for r in report.status_rows(tmp_path)}
   assert (rows["a"]["step"], rows["a"]["tokens"]) == (60, 600)
   assert rows["b"]["step"] == 40          # a stopped run shows its checkpointed step
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two cores")
+def test_parallel_local_workers_each_get_a_core_of_their_own():
+  """XLA:CPU sizes its thread pool by the process's CPU affinity; the XLA flags alone left two
+  busy pool threads in every worker, so two workers fought over both cores."""
+  from hybrid_jax.launch import local
+  cpus = local.worker_cpus(2)
+  assert len(set(cpus)) == 2 and set(cpus) <= os.sched_getaffinity(0)
+  assert local.worker_cpus(1) is None
+  assert local.worker_cpus(len(os.sched_getaffinity(0)) + 1) is None   # more workers than cores
+  seen = []
+  for cpu in cpus:
+    out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                         capture_output=True, text=True, check=True, preexec_fn=local._start_on(cpu))
+    seen.append(json.loads(out.stdout))
+  assert seen == [[cpus[0]], [cpus[1]]]

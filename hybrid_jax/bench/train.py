@@ -2,7 +2,8 @@
 (``--peer``) the ratio to the same network in PyTorch, run interleaved on the same cores.
 
 Every measurement runs in its own process (``--worker``), so the project and the peer get
-the same thread count (``--threads``: XLA's intra-op threads and torch's) and neither warms
+the same cores (``--threads 1``: both pinned to one core by CPU affinity, the only limit
+XLA:CPU's thread pool obeys; its flags alone left two busy threads) and neither warms
 the other's caches; rounds alternate project, torch eager, torch.compile, and each ratio is
 taken within a round, so a shared machine's load shifts both sides alike. The reported
 ratio is the median over rounds.
@@ -69,6 +70,13 @@ def peer_args(cfg) -> list[str]:
           "--kv-heads", str(m.n_kv_heads), "--d-ff", str(m.d_ff), "--vocab", str(m.vocab_size),
           "--window", str(m.window), "--pattern", m.pattern, "--seq-len", str(cfg.data.seq_len),
           "--batch", str(cfg.train.batch_size)]
+
+
+def one_core(threads: int) -> int | None:
+  """The core a ``--threads 1`` worker is pinned to (the last one this process may use)."""
+  if threads != 1 or not hasattr(os, "sched_getaffinity"):
+    return None
+  return max(os.sched_getaffinity(0))
 
 
 def thread_env(threads: int) -> dict:
@@ -171,7 +179,7 @@ def worker(argv) -> dict:
   step_s = project_step_seconds(cfg, a.steps, donate=not a.no_donate)
   tokens = cfg.train.batch_size * cfg.data.seq_len
   row = dict(side="project" + ("-no-donate" if a.no_donate else ""), shape=a.shape,
-             threads=1 if "intra_op_parallelism_threads=1" in os.environ.get("XLA_FLAGS", "")
+             threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
              else os.cpu_count(), step_s=step_s, tokens_per_s=tokens / step_s)
   if a.breakdown:
     row["mfu"] = model_flops_per_s(cfg, step_s) / matmul_peak_flops(1024, reps=5)
@@ -183,8 +191,9 @@ def worker(argv) -> dict:
 
 # --- the driver: interleaved rounds of subprocesses ------------------------------------------
 
-def _run(cmd, env, what) -> dict:
-  r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def _run(cmd, env, what, cpu=None) -> dict:
+  pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+  r = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=pin)
   lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
   if r.returncode or not lines:
     tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
@@ -196,14 +205,14 @@ def project_row(shape, steps, threads, *, donate=True, breakdown_=False) -> dict
   cmd = [sys.executable, "-m", "hybrid_jax.bench.train", "--worker", "--shape", shape,
          "--steps", str(steps)] + (["--no-donate"] if not donate else []) + (
              ["--breakdown"] if breakdown_ else [])
-  return _run(cmd, thread_env(threads), f"project worker ({shape})")
+  return _run(cmd, thread_env(threads), f"project worker ({shape})", one_core(threads))
 
 
 def peer_row(shape, steps, threads, mode) -> dict:
   cfg = shape_config(shape)
   cmd = [sys.executable, "-m", PEER_MODULE, *peer_args(cfg), "--steps", str(steps),
          "--mode", mode, "--threads", str(threads or os.cpu_count())]
-  row = _run(cmd, thread_env(threads), f"torch {mode} peer ({shape})")
+  row = _run(cmd, thread_env(threads), f"torch {mode} peer ({shape})", one_core(threads))
   return dict(row, shape=shape, side=f"torch-{mode}")
 
 

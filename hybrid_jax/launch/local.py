@@ -1,8 +1,9 @@
 """The local backend: a pool of worker processes, each training one run.
 
 Processes, not threads: on a small CPU two single-threaded JAX processes use the machine
-better than one process with two threads, so with more than one worker each is pinned to
-one XLA thread. A worker that finds its run held by another trainer (a second launcher, an
+better than one process with two threads, so with more than one worker each is pinned to a
+core of its own (CPU affinity: XLA:CPU sizes its thread pool by it; the XLA flags alone
+leave two busy pool threads per worker, which then compete for the same cores). A worker that finds its run held by another trainer (a second launcher, an
 orphan finishing its checkpoint) exits 75 and is retried a few seconds later; a preempted
 one is resumed from its checkpoint. Workers die with the launcher (PR_SET_PDEATHSIG sends
 them SIGTERM, so they checkpoint and mark themselves preempted), and a resubmission picks
@@ -37,6 +38,24 @@ def _die_with_parent():
     pass   # not Linux: workers then outlive a killed launcher, and resubmission waits for them
 
 
+def _start_on(cpu: int | None):
+  """The worker's preexec: die with the launcher; run on ``cpu`` alone when given."""
+  def preexec():
+    _die_with_parent()
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+      os.sched_setaffinity(0, {cpu})
+  return preexec
+
+
+def worker_cpus(parallel: int) -> list[int] | None:
+  """One core per worker slot when there are enough cores for every worker; else None
+  (workers then share the cores, unpinned)."""
+  if parallel < 2 or not hasattr(os, "sched_getaffinity"):
+    return None
+  cpus = sorted(os.sched_getaffinity(0))
+  return cpus[:parallel] if len(cpus) >= parallel else None
+
+
 def _held(run_dir: Path) -> bool:
   """Whether another process holds the run's trainer lock (see RunDir.lock)."""
   return RunDir(run_dir).lock_held()
@@ -58,6 +77,8 @@ def run_local(run_dirs: list[Path], *, parallel: int, cache_dir: Path, max_retri
   """Train every run; returns {run name: final exit code}. Keeps ``parallel`` workers busy
   while runs remain."""
   env = worker_env(parallel, cache_dir)
+  free_cpus = worker_cpus(parallel)                      # None: unpinned
+  cpu_of: dict[subprocess.Popen, int] = {}
   queue = deque((Path(d), 0.0) for d in run_dirs)      # (run dir, not before time)
   retries = {Path(d).name: 0 for d in run_dirs}
   running: dict[subprocess.Popen, Path] = {}
@@ -85,15 +106,20 @@ def run_local(run_dirs: list[Path], *, parallel: int, cache_dir: Path, max_retri
             waits[run_dir.name] = min(2 * waits.get(run_dir.name, BUSY_RETRY_S / 2), 30.0)
             queue.append((run_dir, time.monotonic() + waits[run_dir.name]))
             continue
+          cpu = free_cpus.pop(0) if free_cpus else None
           with open(run_dir / "train.log", "a") as log_file:
             p = subprocess.Popen([sys.executable, "-m", "hybrid_jax.launch.worker", str(run_dir)],
                                  stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                 preexec_fn=_die_with_parent)
+                                 preexec_fn=_start_on(cpu))
           running[p] = run_dir
+          if cpu is not None:
+            cpu_of[p] = cpu
           RunDir(run_dir).mark_started(p.pid)   # sweep status: running from now, not pending
           log(f"started  {run_dir.name} (pid {p.pid})")
       for p in [p for p in running if p.poll() is not None]:
         run_dir = running.pop(p)
+        if p in cpu_of:
+          free_cpus.append(cpu_of.pop(p))
         code, name = p.returncode, run_dir.name
         if code == BUSY_EXIT_CODE and stop["signum"] is None:
           queue.append((run_dir, time.monotonic() + BUSY_RETRY_S))

@@ -2,6 +2,7 @@
 ``hybrid-jax sweep plan SWEEP_FILE --topology T``: compile each run's train step for the
 topology (no accelerator needed), print a table and write one JSON line per run."""
 
+import hashlib
 import json
 import os
 import sys
@@ -23,6 +24,9 @@ def _common(p: ArgumentParser):
                  "<sweep>.<topology>.plan.jsonl for a sweep)")
   p.add_argument("--no-search", action="store_true",
                  help="report a run that does not fit without looking for the change that fits")
+  p.add_argument("--resume", action="store_true",
+                 help="keep the records of an interrupted or earlier plan (OUT.partial, else OUT) "
+                 "whose run and config are unchanged, and compile only the rest")
 
 
 def _target(prog, name):
@@ -45,26 +49,57 @@ def _quiet_libtpu():
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
-def run_plans(prog, named_runs, target, out_path, search=True, log=print) -> list[dict]:
+def config_hash(cfg, target) -> str | None:
+  """What a record was planned from: the resolved config and the target."""
+  if cfg is None:
+    return None
+  return hashlib.sha256((cfg.to_json(sort_keys=True) + target.name).encode()).hexdigest()[:16]
+
+
+def earlier_records(out_path: Path) -> dict[str, dict]:
+  """Records of an earlier plan by run name: from ``OUT.partial`` (interrupted) else ``OUT``.
+  Unreadable lines are skipped: they are planned again."""
+  for path in (Path(str(out_path) + ".partial"), out_path):
+    if path.exists():
+      found = {}
+      for line in path.read_text().splitlines():
+        try:
+          rec = json.loads(line)
+          found[rec["run"]] = rec
+        except (ValueError, KeyError, TypeError):
+          continue
+      return found
+  return {}
+
+
+def run_plans(prog, named_runs, target, out_path, search=True, log=print, resume=False) -> list[dict]:
   """Plan every (name, resolved config or None, error) in order; each record is written as
-  soon as it exists (to ``out_path.partial``, renamed when the grid is done)."""
+  soon as it exists (to ``out_path.partial``, renamed when the grid is done), so an
+  interrupted grid loses at most the run being compiled when ``--resume`` is given again."""
   from hybrid_jax.plan.fit import Compiler, plan_run  # lazy: after _quiet_libtpu()
   from hybrid_jax.plan.report import record, table, totals  # lazy: after _quiet_libtpu()
   compiler = Compiler(target, log=lambda m: log(f"{prog}: {m}"))
   records = []
   partial = Path(str(out_path) + ".partial")
   partial.parent.mkdir(parents=True, exist_ok=True)
+  earlier = earlier_records(out_path) if resume else {}
+  kept = 0
   with open(partial, "w") as f:
     for i, (name, cfg, error) in enumerate(named_runs):
-      if cfg is None:
-        rec = record(name, None, None, target, error)
+      key = config_hash(cfg, target)
+      old = earlier.get(name)
+      if cfg is not None and old is not None and old.get("config_hash") == key:
+        rec, kept = old, kept + 1
+      elif cfg is None:
+        rec = dict(record(name, None, None, target, error), config_hash=key)
       else:
-        rec = record(name, cfg, plan_run(cfg, compiler, search), target)
+        rec = dict(record(name, cfg, plan_run(cfg, compiler, search), target), config_hash=key)
       records.append(rec)
       f.write(json.dumps(rec) + "\n")
       f.flush()
       os.fsync(f.fileno())
-      line = rec["status"] + (f": {rec['reason']}" if rec.get("reason") else "")
+      line = (rec["status"] + (f": {rec['reason']}" if rec.get("reason") else "")
+              + (" (kept from before)" if rec is old else ""))
       log(f"{prog}: [{i + 1}/{len(named_runs)}] {name}: {line}")
   os.replace(partial, out_path)
   tot = totals(records)
@@ -74,7 +109,8 @@ def run_plans(prog, named_runs, target, out_path, search=True, log=print) -> lis
         f"{tot['do_not_compile']} do not compile, {tot['invalid']} invalid; "
         f"{tot['chip_hours']:.4g} chip-hours for the {tot['fit']} that fit "
         f"({tot['tokens']:.3g} tokens, {tot['model_flops']:.3g} model FLOPs); "
-        f"{compiler.compiles} compiles; wrote {out_path}")
+        f"{compiler.compiles} compiles" + (f", {kept} records kept from before" if resume else "")
+        + f"; wrote {out_path}")
   return records
 
 
@@ -95,7 +131,7 @@ def main(argv) -> int:
   target = _target(prog, args.topology)
   records = run_plans(prog, [(f"{cfg.model.size}:{cfg.model.pattern}", cfg, None)], target,
                       Path(args.out or "plan.jsonl"), not args.no_search,
-                      log=lambda m: print(m, file=sys.stderr, flush=True))
+                      log=lambda m: print(m, file=sys.stderr, flush=True), resume=args.resume)
   return 0 if records[0].get("fits") else 1
 
 
@@ -118,5 +154,6 @@ def main_sweep_plan(argv) -> int:
   target = _target(prog, args.topology)
   out = args.out or f"{Path(args.sweep_file).stem}.{args.topology.replace(':', '_')}.plan.jsonl"
   records = run_plans(prog, [(r.name, r.resolved, r.error) for r in runs], target, Path(out),
-                      not args.no_search, log=lambda m: print(m, file=sys.stderr, flush=True))
+                      not args.no_search, log=lambda m: print(m, file=sys.stderr, flush=True),
+                      resume=args.resume)
   return 0 if all(r.get("fits") for r in records) else 1

@@ -1,0 +1,37 @@
+"""XLA:CPU's per-step temporaries are reused from the heap, not page-faulted in anew each
+step (glibc would otherwise mmap and unmap a >64 MB request from an XLA thread's arena)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROBE = r"""
+import json, os, resource, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})   # one XLA thread, as a study worker
+import hybrid_jax, jax, jax.numpy as jnp
+f = jax.jit(lambda a, b: (a @ b) @ b.T)   # a 128 MB [8192, 4096] temporary between the dots
+a, b = jnp.ones((8192, 8)), jnp.ones((8, 4096))
+for _ in range(3):
+  f(a, b).block_until_ready()
+r0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+  f(a, b).block_until_ready()
+print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - r0) / 5))
+"""
+
+
+def _faults_per_call(**env) -> float:
+  out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True,
+                       env=dict(os.environ, JAX_PLATFORMS="cpu", **env))
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
+def test_step_temporaries_do_not_page_fault_after_the_first_call():
+  system = _faults_per_call(HYBRID_JAX_MALLOC="system")
+  tuned = _faults_per_call()
+  assert system > 20_000, f"the probe no longer allocates fresh pages per call ({system} faults)"
+  assert tuned < 0.05 * system, f"{tuned} page faults per call with the heap kept, {system} without"
