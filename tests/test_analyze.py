@@ -358,3 +358,21 @@ def test_cli_trace_of_the_heads_of_some_layer_kinds_only(run_dir, tmp_path, caps
   err = capsys.readouterr().err.strip()
   assert e.value.code == 2 and "--layers" in err and "\n" not in err, err
   assert json.loads((run_dir / "analysis" / "trace-F.json").read_text()) == before
+
+
+@pytest.mark.parametrize("letter", ["S", "M", "G", "L"])
+def test_one_cap_operator_for_every_layer_kind_sees_only_the_last_w_tokens(letter):
+  """Capped at W, a one-layer model's logits at position i are those of the same model run on
+  tokens i-W+1..i alone, for a SWA layer and for each recurrent mixer alike (RoPE is
+  relative, so the attention layer's shift does not matter)."""
+  model = build_model(resolve(tiny_config(letter, n_layers=1, window=8)).model, 0)
+  t, w = 20, 4
+  tokens = np.random.default_rng(5).integers(0, 256, (2, t))
+  rows = np.broadcast_to(np.arange(t), (2, t))
+  plan = constrain.plans(w)["efficient_constrained"]
+  got = np.asarray(F.forward(model, tokens, rows, plan, want=())["logits"])
+  for i in range(t):
+    alone = np.asarray(model(jnp.asarray(tokens[:, max(0, i - w + 1):i + 1])))[:, -1]
+    np.testing.assert_allclose(got[:, i], alone, atol=3e-5, err_msg=f"position {i}")
+  base = np.asarray(F.forward(model, tokens, rows, want=())["logits"])
+  assert np.abs(got[:, w:] - base[:, w:]).max() > 1e-4       # the cap does cut something

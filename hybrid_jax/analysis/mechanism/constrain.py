@@ -1,6 +1,7 @@
 """Receptive-field constraint at inference: cap the full-attention layers (F, the full heads
-of H) at W, or separately the efficient layers (SWA heads at min(w, W), recurrent mixers
-reset every W tokens), and compare long-context NIAH metrics and the short-context loss.
+of H) at W, or separately the efficient layers (SWA heads at min(w, W), recurrent mixers on
+their last W tokens), and compare long-context NIAH metrics and the short-context loss. One
+operator for every layer kind: an output sees only the last W tokens.
 
 Short-context loss: held-out text from the run's own data source at ``eval.short_length``
 (``hybrid_jax.eval.heldout.heldout_rows``, the rows ``hybrid-jax eval`` scores).
@@ -17,7 +18,7 @@ from hybrid_jax.eval.heldout import SHORT_STREAM, heldout_rows
 def plans(window: int) -> dict[str, F.Plan]:
   return {"none": F.Plan(),
           "full_constrained": F.Plan(cap_full=window),
-          "efficient_constrained": F.Plan(cap_local=window, reset_block=window)}
+          "efficient_constrained": F.Plan(cap_local=window, cap_recurrent=window)}
 
 
 def short_loss(model, inputs_NxT, targets_NxT, plan: F.Plan, batch: int = 8) -> float:

@@ -29,6 +29,7 @@ class Plan:
   cap_full: int | None = None     # window cap on full heads (F layers, the full heads of H)
   cap_local: int | None = None    # window cap on windowed heads (S layers, local heads of H)
   reset_block: int | None = None  # recurrent mixers run on blocks of this many tokens
+  cap_recurrent: int | None = None  # recurrent mixers see only the last this many tokens
 
 
 def layer_kind(letter: str) -> str:
@@ -163,6 +164,23 @@ def recurrent_blocks(mixer, h_BxTxD, block: int):
   return jnp.concatenate(parts, axis=1)
 
 
+def recurrent_last_tokens(mixer, h_BxTxD, window: int):
+  """Position i's output from the mixer run on tokens i - window < j <= i alone (a zero
+  state and conv history at the window's start): "sees only the last W tokens", the same
+  operator as an attention head's window cap, where a state reset every W tokens lets a
+  block's first token see one token and its last see W. Positions i < window see all of
+  their (at most W) tokens, so they keep the uncapped output. Cost O(T x W)."""
+  b, t, d = h_BxTxD.shape
+  if window >= t:
+    return mixer(h_BxTxD)
+  n = t - window + 1                                  # positions window-1 .. t-1
+  idx_NxW = jnp.arange(n)[:, None] + jnp.arange(window)[None, :]
+  windows_BxNxWxD = h_BxTxD[:, idx_NxW]
+  last_BxNxD = mixer(windows_BxNxWxD.reshape(b * n, window, d))[:, -1].reshape(b, n, -1)
+  head_BxWxD = mixer(h_BxTxD[:, :window - 1]) if window > 1 else last_BxNxD[:, :0]
+  return jnp.concatenate([head_BxWxD, last_BxNxD], axis=1)
+
+
 def mixer_output(block, layer: int, h_BxTxD, plan: Plan):
   """The block's mixer applied to its normed input, with the plan's interventions."""
   mixer, t = block.mixer, h_BxTxD.shape[1]
@@ -170,6 +188,8 @@ def mixer_output(block, layer: int, h_BxTxD, plan: Plan):
   if not is_attention(block):
     if ablated:
       raise ValueError(f"layer {layer} is recurrent: it has no attention heads to ablate")
+    if plan.cap_recurrent is not None and plan.cap_recurrent < t:
+      return recurrent_last_tokens(mixer, h_BxTxD, plan.cap_recurrent)
     if plan.reset_block is not None and plan.reset_block < t:
       return recurrent_blocks(mixer, h_BxTxD, plan.reset_block)
     return mixer(h_BxTxD)
