@@ -314,3 +314,40 @@ def test_bad_reference_fails_training_before_anything_is_written(tmp_path, kv_ta
   with pytest.raises(RunDirError, match="does not exist"):
     train(c, tmp_path / "run", progress=False)
   assert not (tmp_path / "run").exists()
+
+
+def test_evidence_distance_and_its_bins():
+  from hybrid_jax.eval.retrieval import distance_bin, evidence_distance
+  answer = np.zeros((3, 16), bool)
+  evidence = np.zeros((3, 16), bool)
+  answer[0, 12], evidence[0, [3, 4]] = True, True        # last evidence 4 -> answer 12: 8
+  answer[1, [9, 10]], evidence[1, 8] = True, True        # adjacent: 1
+  answer[2, 5] = True                                    # no evidence: 0 (left out of bins)
+  np.testing.assert_array_equal(evidence_distance(answer, evidence), [8, 1, 0])
+  assert [distance_bin(d) for d in (1, 2, 3, 7, 8, 63, 64)] == [
+      (1, 2), (2, 4), (2, 4), (4, 8), (8, 16), (32, 64), (64, 128)]
+
+
+def test_accuracy_by_distance_pools_the_depth_cells(trained):
+  workdir, records = trained
+  final = _by_step(records)[max(_by_step(records))]
+  prefix = f"retrieval_acc_by_distance/{KV_TASK}/32/"
+  bins = {k[len(prefix):]: v for k, v in final.items() if k.startswith(prefix)}
+  counts = {b: final[f"retrieval_n_by_distance/{KV_TASK}/32/{b}"] for b in bins}
+  assert len(bins) >= 2 and all(0 <= a <= 1 for a in bins.values())
+  cells = [final[f"retrieval_acc/{KV_TASK}/32/d{d:.2f}"] for d in (0.5, 1.0)]
+  pooled = sum(bins[b] * counts[b] for b in bins) / sum(counts.values())
+  assert pooled == pytest.approx(np.mean(cells))       # every example lands in one bin
+
+
+def test_short_loss_is_filler_only_with_the_answer_tokens_apart(trained):
+  from hybrid_jax.eval.heldout import split_losses
+  out = split_losses(np.array([[1.0, 3.0, 2.0], [4.0, 0.0, 2.0]]),
+                     np.array([[False, True, False], [False, False, True]]))
+  assert out["short_loss"] == pytest.approx(7 / 4) and out["short_answer_loss"] == pytest.approx(2.5)
+  assert out["short_loss_all"] == pytest.approx(2.0) and out["short_ppl"] == pytest.approx(np.exp(1.75))
+  workdir, records = trained
+  final = _by_step(records)[max(_by_step(records))]
+  # The all-token mean lies strictly between its two parts (answers exist and differ).
+  parts = sorted([final["short_answer_loss"], final["short_loss"]])
+  assert parts[0] < final["short_loss_all"] < parts[1]

@@ -28,6 +28,24 @@ def task_inputs(cfg):
   return data.task_inputs(cfg.data)
 
 
+def evidence_distance(answer_NxT, evidence_NxT):
+  """Tokens from an example's last evidence token to its first answer token (0 when either
+  is missing): the distance a retrieval spans, apart from where in the context it sits."""
+  t = answer_NxT.shape[1]
+  pos_T = np.arange(t)
+  first_answer = np.where(answer_NxT, pos_T, t).min(axis=1)
+  last_evidence = np.where(evidence_NxT & (pos_T < first_answer[:, None]), pos_T, -1).max(axis=1)
+  ok = (first_answer < t) & (last_evidence >= 0)
+  return np.where(ok, first_answer - last_evidence, 0)
+
+
+def distance_bin(d: int) -> tuple[int, int]:
+  """Powers-of-two bins [lo, hi) of distances (1-2, 2-4, 4-8, ...): accuracy per distance
+  at every depth pooled, so position in the context and distance are told apart."""
+  lo = 1 << (int(d).bit_length() - 1)
+  return lo, 2 * lo
+
+
 class RetrievalEval:
   """The task batches are built once (they do not depend on the model)."""
 
@@ -44,21 +62,30 @@ class RetrievalEval:
           b = tasks.make_batch(name, length=length, depth=depth, seed=settings.seed,
                                indices=range(settings.examples), tokenizer=tokenizer, corpus=corpus)
           inputs, targets, mask = shift_tokens(np.asarray(b["tokens"]), np.asarray(b["answer_mask"]))
-          self.cells.append(((name, length, depth), inputs, targets, mask))
+          distance_N = evidence_distance(np.asarray(b["answer_mask"]), np.asarray(b["evidence_mask"]))
+          self.cells.append(((name, length, depth), inputs, targets, mask, distance_N))
 
   def __call__(self, scorer, params) -> dict:
     """Accuracy per cell, per (task, length), per task, per length (``retrieval_acc_at/L``),
-    and ``retrieval_acc``, the mean over every cell (each cell weighs the same)."""
+    ``retrieval_acc``, the mean over every cell (each cell weighs the same), and per
+    evidence-to-answer distance bin over a length's depths (``retrieval_acc_by_distance/
+    TASK/L/LO-HI``, with its example count ``retrieval_n_by_distance/...``)."""
     if not self.cells:
       return {}
-    out, per_length, per_task = {}, {}, {}
-    for (name, length, depth), inputs, targets, mask in self.cells:
+    out, per_length, per_task, by_distance = {}, {}, {}, {}
+    for (name, length, depth), inputs, targets, mask, distance_N in self.cells:
       _, hit = scorer.score(params, inputs, targets, self.settings.rows(length))
       correct_N = np.all(hit | ~mask, axis=1) & mask.any(axis=1)
       acc = float(correct_N.mean())
       out[metric_key(name, length, depth)] = acc
       per_length.setdefault((name, length), []).append(acc)
       per_task.setdefault(name, []).append(acc)
+      for d, ok in zip(distance_N, correct_N):
+        if d > 0:
+          by_distance.setdefault((name, length, distance_bin(d)), []).append(bool(ok))
+    for (name, length, (lo, hi)), oks in sorted(by_distance.items()):
+      out[f"retrieval_acc_by_distance/{name}/{length}/{lo}-{hi}"] = float(np.mean(oks))
+      out[f"retrieval_n_by_distance/{name}/{length}/{lo}-{hi}"] = len(oks)
     for (name, length), accs in per_length.items():
       out[metric_key(name, length)] = float(np.mean(accs))
     for name, accs in per_task.items():
