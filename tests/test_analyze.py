@@ -300,7 +300,8 @@ def test_cli_bad_input_one_line_nothing_written(run_dir, tmp_path, capsys):
            (["probe", run_dir, "--samples", 4, "--classes", 8], "--samples"),
            (["heads", run_dir, "--length", 20], "--length"),
            (["probe", run_dir, "--task", "mqar"], "--task"),
-           (["heads", run_dir, "--length", LENGTH, "--query-offset", 100000], "--query-offset")]
+           (["heads", run_dir, "--length", LENGTH, "--query-offset", 100000], "--query-offset"),
+           (["heads", run_dir, "--length", LENGTH, "--beyond", int(LENGTH)], "--beyond")]
   for argv, needle in cases:
     with pytest.raises(SystemExit) as e:
       _analyze(*argv)
@@ -376,3 +377,18 @@ def test_one_cap_operator_for_every_layer_kind_sees_only_the_last_w_tokens(lette
     np.testing.assert_allclose(got[:, i], alone, atol=3e-5, err_msg=f"position {i}")
   base = np.asarray(F.forward(model, tokens, rows, want=())["logits"])
   assert np.abs(got[:, w:] - base[:, w:]).max() > 1e-4       # the cap does cut something
+
+
+def test_cli_scores_heads_on_needles_beyond_a_window_only(run_dir):
+  """--beyond W: every example's needle lies more than W tokens before its answer (so no
+  window up to W reaches it), the record says so and the file has its own name."""
+  from hybrid_jax.analysis.mechanism.runs import needle_distance, niah_examples
+  cfg = resolve(tiny_config("FM", steps=4, n_layers=2))
+  w = int(LENGTH) // 4
+  every = niah_examples(cfg, "kv_recall", int(LENGTH), 8)
+  far = niah_examples(cfg, "kv_recall", int(LENGTH), 8, beyond=w)
+  assert min(needle_distance(ex) for ex in every) <= w < min(needle_distance(ex) for ex in far)
+  assert len(far) == 8 and len({tuple(ex.tokens) for ex in far}) == 8
+  assert _analyze("heads", run_dir, "--length", LENGTH, "--samples", 3, "--beyond", w) == 0
+  rec = json.loads((run_dir / "analysis" / f"heads-beyond{w}-step4.json").read_text())
+  assert rec["beyond"] == w

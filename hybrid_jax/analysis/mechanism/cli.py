@@ -36,6 +36,9 @@ def _parser():
   common.add_argument("--step", type=int, help="checkpoint step (default: the last)")
   common.add_argument("--task", default=DEFAULT_TASK, help="NIAH task of hybrid_jax.data.tasks")
   common.add_argument("--length", type=int, help="context length (default: the first eval length)")
+  common.add_argument("--beyond", type=int, default=0,
+                      help="only needles more than this many tokens before their answer (e.g. the "
+                      "study's largest window); outputs get a -beyondW suffix")
   common.add_argument("--report-memory", action="store_true",
                       help="print the process's peak resident memory at the end")
   p = ArgumentParser(prog="hybrid-jax analyze", description="Run a mechanism analysis of one "
@@ -80,6 +83,7 @@ def _n_heads(run: Run, kinds: str | None = None) -> int:
 def _check(args) -> list[Run]:
   """Every one-line error of the arguments and runs, before anything is computed."""
   check_positive("--samples", args.samples)
+  check_positive("--beyond", args.beyond, 0)
   if args.what in ("heads", "trace"):
     check_positive("--top-k", args.top_k)
     check_positive("--query-offset", args.query_offset, 0)
@@ -102,9 +106,12 @@ def _check(args) -> list[Run]:
     if args.length is None:
       args.length = int(load_config(run.path).eval.lengths[0])
     check_task(args.task, args.length, args.classes if args.what == "probe" else 0)
+    if args.beyond:     # enough needles that far back: one line now, not after loading
+      niah_examples(run.cfg, args.task, args.length, args.samples,
+                    n_classes=args.classes if args.what == "probe" else 0, beyond=args.beyond)
     if args.what in ("heads", "trace") and args.query_offset:
       first = min(int(ex.answer_positions[0]) for ex in
-                  niah_examples(run.cfg, args.task, args.length, args.samples))
+                  niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond))
       if args.query_offset > first - 1:
         raise AnalysisInputError(f"--query-offset: {args.query_offset} reaches before the start "
                                  f"of the examples (at most {first - 1} at --length {args.length})")
@@ -122,6 +129,10 @@ def _check(args) -> list[Run]:
   return runs
 
 
+def _beyond(args) -> str:
+  return f"-beyond{args.beyond}" if args.beyond else ""
+
+
 def _letters(model) -> str:
   return "".join(b.letter for b in model.blocks)
 
@@ -129,11 +140,11 @@ def _letters(model) -> str:
 def run_heads(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  scores = heads.head_scores(model, niah_examples(run.cfg, args.task, args.length, args.samples),
+  scores = heads.head_scores(model, niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond),
                              args.query_offset)
   top = heads.top_heads(scores, args.top_k)
-  stem = run.out_dir / f"heads-step{step}"
-  rec = dict(step=step, task=args.task, length=args.length, samples=args.samples,
+  stem = run.out_dir / f"heads{_beyond(args)}-step{step}"
+  rec = dict(step=step, task=args.task, length=args.length, samples=args.samples, beyond=args.beyond,
              query_offset=args.query_offset, letters=_letters(model), top_heads=[list(h) for h in top],
              **{k: np.where(np.isnan(v), None, v).tolist() for k, v in scores.items()})
   write_figure(figures.head_heatmap(scores["mass"], _letters(model), top,
@@ -147,15 +158,16 @@ def run_heads(args, run):
 def run_trace(args, runs):
   traces = []
   for run in runs:
-    examples = niah_examples(run.cfg, args.task, args.length, args.samples)
+    examples = niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond)
     traces.append(trace.trace_run(run, examples, args.top_k, args.reference_step, args.query_offset,
                                   log=lambda s, r=run: print(f"hybrid-jax analyze trace: {r.path.name} {s}"),
                                   layers=args.layers))
-  stem = f"trace-{args.layers}" if args.layers else "trace"
+  stem = (f"trace-{args.layers}" if args.layers else "trace") + _beyond(args)
   paths = []
   for run, tr in zip(runs, traces):
     paths.append(write_json(run.out_dir / f"{stem}.json", dict(tr, task=args.task, length=args.length,
-                                                               samples=args.samples, layers=args.layers)))
+                                                               samples=args.samples, layers=args.layers,
+                                                               beyond=args.beyond)))
   labels = [Path(r.path).name for r in runs]
   outs = [Path(args.out)] if args.out else [r.out_dir for r in runs]
   for out in outs:
@@ -166,13 +178,13 @@ def run_trace(args, runs):
 def run_constrain(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  examples = niah_examples(run.cfg, args.task, args.length, args.samples)
+  examples = niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond)
   short = constrain.heldout(run.cfg, args.short_rows) if args.short_rows else None
   res = constrain.constrain(model, examples, args.window, short)
   rec = dict(step=step, window=args.window, task=args.task, length=args.length,
-             samples=args.samples, short_text="held-out rows of the run's data source "
+             samples=args.samples, beyond=args.beyond, short_text="held-out rows of the run's data source "
              "(hybrid_jax.eval.heldout, eval.short_length)", settings=res)
-  stem = run.out_dir / f"constrain-W{args.window}-step{step}"
+  stem = run.out_dir / f"constrain-W{args.window}{_beyond(args)}-step{step}"
   write_figure(figures.bars(res, ["acc", "answer_loss", "short_loss"] if short else ["acc", "answer_loss"],
                             f"{run.path.name} step {step}: receptive field capped at {args.window}"), stem)
   return write_json(stem.with_suffix(".json"), rec), rec
@@ -181,14 +193,15 @@ def run_constrain(args, run):
 def run_ablate(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  examples = niah_examples(run.cfg, args.task, args.length, args.samples)
+  examples = niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond)
   top = heads.top_heads(heads.head_scores(model, examples), args.k)
   try:
     res = ablate.ablation(model, examples, top, args.mode, args.seed)
   except ValueError as e:
     raise AnalysisInputError(f"--k: {e}") from None
-  rec = dict(step=step, task=args.task, length=args.length, samples=args.samples, k=args.k, **res)
-  stem = run.out_dir / f"ablate-k{args.k}-{args.mode}-step{step}"
+  rec = dict(step=step, task=args.task, length=args.length, samples=args.samples, beyond=args.beyond,
+             k=args.k, **res)
+  stem = run.out_dir / f"ablate-k{args.k}-{args.mode}{_beyond(args)}-step{step}"
   write_figure(figures.bars({k: dict(acc=v, answer_loss=res["answer_loss"][k]) for k, v in res["acc"].items()},
                             ["acc", "answer_loss"], f"{run.path.name} step {step}: {args.mode}-ablation"), stem)
   return write_json(stem.with_suffix(".json"), rec), rec
@@ -197,11 +210,12 @@ def run_ablate(args, run):
 def run_probe(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  examples = niah_examples(run.cfg, args.task, args.length, args.samples, n_classes=args.classes)
+  examples = niah_examples(run.cfg, args.task, args.length, args.samples, n_classes=args.classes,
+                           beyond=args.beyond)
   res = probe.layer_probe(model, examples, args.classes, args.delta, args.seed)
   rec = dict(step=step, task=args.task, length=args.length, samples=args.samples,
-             classes=args.classes, letters=_letters(model), **res)
-  stem = run.out_dir / f"probe{'-delta' if args.delta else ''}-C{args.classes}-step{step}"
+             beyond=args.beyond, classes=args.classes, letters=_letters(model), **res)
+  stem = run.out_dir / f"probe{'-delta' if args.delta else ''}-C{args.classes}{_beyond(args)}-step{step}"
   write_figure(figures.probe_figure(res["accuracy"], res["chance"], _letters(model),
                                     f"{run.path.name} step {step}: probe of the needle value"
                                     + (" (residual deltas)" if args.delta else "")), stem)
@@ -211,10 +225,10 @@ def run_probe(args, run):
 def run_gradient(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  tokens = np.stack([ex.tokens for ex in niah_examples(run.cfg, args.task, args.length, args.samples)])
+  tokens = np.stack([ex.tokens for ex in niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond)])
   res = gradient.influence(model, tokens, args.targets)
   rec = dict(step=step, task=args.task, letters=_letters(model), **res)
-  stem = run.out_dir / f"gradient-step{step}"
+  stem = run.out_dir / f"gradient{_beyond(args)}-step{step}"
   write_figure(figures.gradient_figure(res, f"{run.path.name} step {step}: gradient influence"), stem)
   return write_json(stem.with_suffix(".json"), rec), rec
 

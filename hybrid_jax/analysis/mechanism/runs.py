@@ -66,14 +66,35 @@ class Run:
       self._models.close()
 
 
-def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0, seed=None):
+def niah_examples(cfg, task: str, length: int, samples: int, n_classes: int = 0, seed=None,
+                  beyond: int = 0):
   """``samples`` examples of ``task`` at depths spread evenly over (0, 1), indices 0..N-1
-  at ``eval.seed``: the same inputs for every run and checkpoint."""
+  at ``eval.seed``: the same inputs for every run and checkpoint. With ``beyond`` = W, only
+  needles more than W tokens before their answer (beyond every window up to W, so a head or
+  probe is scored on what no efficient layer can reach), drawn from a finer depth grid."""
   tokenizer, corpus = task_inputs(cfg)
   seed = cfg.eval.seed if seed is None else seed
-  return [task_families.make_example(task, length=length, depth=(i + 0.5) / samples, seed=seed, index=i,
-                             tokenizer=tokenizer, corpus=corpus, n_classes=n_classes)
-          for i in range(samples)]
+  make = lambda depth, i: task_families.make_example(
+      task, length=length, depth=depth, seed=seed, index=i, tokenizer=tokenizer, corpus=corpus,
+      n_classes=n_classes)
+  if not beyond:
+    return [make((i + 0.5) / samples, i) for i in range(samples)]
+  grid = 8 * samples
+  kept = [ex for ex in (make((i + 0.5) / grid, i) for i in range(grid))
+          if needle_distance(ex) > beyond]
+  if len(kept) < samples:
+    raise AnalysisInputError(f"--beyond: only {len(kept)} of {grid} {task} examples at --length "
+                             f"{length} have their needle more than {beyond} tokens back; "
+                             f"need --samples {samples} (lower one of them, or raise --length)")
+  step = len(kept) / samples                # spread the kept ones over their depths
+  return [kept[int(i * step)] for i in range(samples)]
+
+
+def needle_distance(ex) -> int:
+  """Tokens from the needle's last token before the answer to the answer's first token."""
+  first = int(ex.answer_positions[0])
+  before = [int(e) for e in ex.evidence_positions if e < first]
+  return first - max(before) if before else 0
 
 
 def check_task(task: str, length: int, n_classes: int = 0):
