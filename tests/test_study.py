@@ -26,10 +26,14 @@ def fake_run(root, name, *, pattern="SF", window=4, pos_full="rope", size="toy-x
     rec = {"step": step, "tokens": step * 4096, "settings_id": "s1", "short_loss": short,
            "retrieval_acc/kv_recall/64/d0.00": acc, "retrieval_acc/kv_recall/64/d0.25": acc,
            "retrieval_acc/kv_recall/64/d0.50": acc, "retrieval_acc/kv_recall/64": acc,
-           "retrieval_acc/kv_recall/128": acc / 2}
+           "retrieval_acc/kv_recall/128/d0.00": acc / 2, "retrieval_acc/kv_recall/128/d0.25": acc / 2,
+           "retrieval_acc/kv_recall/128/d0.50": acc / 2, "retrieval_acc/kv_recall/128": acc / 2,
+           "settings": {"examples": 32, "depths": [0.0, 0.25, 0.5], "lengths": [64, 128]}}
     rec.update(extra(step) if extra else {})
     lines.append(json.dumps(rec))
   (path / "eval.jsonl").write_text("\n".join(lines) + "\n")
+  (path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "loss": short}) + "\n"
+                                              for s, _, short in curve))
   return path
 
 

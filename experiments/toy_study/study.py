@@ -68,7 +68,11 @@ class StudyRun:
 
   def train_seconds(self) -> float | None:
     """Wall time of the training, from the first checkpoint's to the final status's
-    timestamp (the compile before step 1 is left out): enough to state a run's cost."""
+    timestamp (the compile before step 1 is left out): enough to state a run's cost. A
+    stored run (no checkpoints) carries the figure in its ``train.json``."""
+    stored = self.path / "train.json"
+    if stored.exists():
+      return json.loads(stored.read_text())["train_seconds"]
     status = RunDir(self.path, writer=False).read_status() or {}
     first = RunDir(self.path, writer=False).checkpoint_dir / "1"
     if status.get("state") != "done" or not first.exists():
@@ -109,6 +113,24 @@ def mean_of(*keys):
     return None if any(v is None for v in values) else float(np.mean(values))
   metric.keys = keys
   return metric
+
+
+def examples_of(runs, metric) -> int | None:
+  """How many evaluation examples one value of ``metric`` pools (per run and checkpoint),
+  from the eval settings: a depth cell ``retrieval_acc/<task>/<L>/d<depth>`` holds
+  ``eval.examples``, a length cell ``retrieval_acc/<task>/<L>`` one per depth. None when a
+  key is not an accuracy or the records carry no settings (then intervals are over seeds
+  only)."""
+  settings = runs[0].curve[-1].get("settings") if runs and runs[0].curve else None
+  if not settings or "examples" not in settings:
+    return None
+  n = 0
+  for key in getattr(metric, "keys", ()):
+    parts = key.split("/")
+    if parts[0] != "retrieval_acc" or len(parts) < 3:
+      return None
+    n += settings["examples"] * (1 if len(parts) == 4 else len(settings.get("depths", [1])))
+  return n or None
 
 
 def curves(runs, metric) -> tuple[np.ndarray, np.ndarray]:
@@ -227,7 +249,8 @@ def save_figure(fig, path) -> str:
   path = Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  # No "Software" stamp (it names the matplotlib version): the same data give the same bytes.
+  fig.savefig(path, dpi=110, metadata={"Software": None})
   plt.close(fig)
   return path.name
 
