@@ -116,13 +116,41 @@ def ratio_of_medians(tokens_K, a_SxK, b_SxK, threshold: float,
     boot = resample(np.asarray(v, float), seed_index(len(v), gen), gen, n_examples)
     return np.median(first_crossing_K(tokens_K, boot, threshold), axis=1)
 
-  def ratio(x, y):
-    with np.errstate(invalid="ignore", divide="ignore"):
-      r = np.asarray(x, float) / np.asarray(y, float)
-    return np.where(np.isinf(x) & np.isinf(y), 1.0, r)
-
-  point = ratio(np.median(first_crossing_K(tokens_K, a_SxK, threshold)),
+  point = _ratio(np.median(first_crossing_K(tokens_K, a_SxK, threshold)),
                 np.median(first_crossing_K(tokens_K, b_SxK, threshold)))
   gen = rng()
-  return interval(float(point), ratio(medians(a_SxK, gen), medians(b_SxK, gen)),
+  return interval(float(point), _ratio(medians(a_SxK, gen), medians(b_SxK, gen)),
                   min(len(a_SxK), len(b_SxK)))
+
+
+def median(values_S) -> Interval:
+  """The median over seeds of per-seed values (+inf: censored), resampling seeds."""
+  v = np.asarray(values_S, float)
+  gen = rng()
+  return interval(float(np.median(v)), np.median(v[seed_index(v.size, gen)], axis=1), v.size)
+
+
+def ratio_of_median_values(a_S, b_S) -> Interval:
+  """median(a) / median(b) of per-seed values, censored at +inf (both censored: 1)."""
+  a, b = np.asarray(a_S, float), np.asarray(b_S, float)
+  gen = rng()
+  boot = _ratio(np.median(a[seed_index(a.size, gen)], axis=1),
+               np.median(b[seed_index(b.size, gen)], axis=1))
+  return interval(float(_ratio(np.median(a), np.median(b))), boot, min(a.size, b.size))
+
+
+def _ratio(x, y):
+  """x / y elementwise, with inf / inf (both censored: nothing measured) as 1."""
+  x, y = np.asarray(x, float), np.asarray(y, float)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    r = x / y
+  return np.where(np.isinf(x) & np.isinf(y), 1.0, r)
+
+
+def difference(a_S, b_S, n_examples: int | None = None) -> Interval:
+  """mean(a) - mean(b) of two independent groups of seeds, each resampled on its own."""
+  a, b = np.asarray(a_S, float), np.asarray(b_S, float)
+  gen = rng()
+  boot = (resample(a, seed_index(a.size, gen), gen, n_examples).mean(axis=1)
+          - resample(b, seed_index(b.size, gen), gen, n_examples).mean(axis=1))
+  return interval(float(a.mean() - b.mean()), boot, min(a.size, b.size))
