@@ -154,3 +154,15 @@ def difference(a_S, b_S, n_examples: int | None = None) -> Interval:
   boot = (resample(a, seed_index(a.size, gen), gen, n_examples).mean(axis=1)
           - resample(b, seed_index(b.size, gen), gen, n_examples).mean(axis=1))
   return interval(float(a.mean() - b.mean()), boot, min(a.size, b.size))
+
+
+def paired(fn, arrays: dict, n_examples: int | None = None) -> Interval:
+  """mean over seeds of ``fn(arrays)`` (per-seed values of several measurements of the same
+  runs: the same seeds are drawn for all, each measurement's accuracies resampled over its
+  own examples, independently, which can only widen the interval)."""
+  arrays = {k: np.asarray(v, float) for k, v in arrays.items()}
+  n_seeds = len(next(iter(arrays.values())))
+  gen = rng()
+  idx = seed_index(n_seeds, gen)
+  boot = fn({k: resample(v, idx, gen, n_examples) for k, v in arrays.items()}).mean(axis=1)
+  return interval(float(np.mean(fn(arrays))), boot, n_seeds)
