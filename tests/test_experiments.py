@@ -361,3 +361,57 @@ def test_a_store_made_from_real_smoke_runs_reports_byte_for_byte(tmp_path):
   assert (stored / "eval.jsonl").read_bytes() == (run / "eval.jsonl").read_bytes()
   assert (stored / "metrics.jsonl").read_bytes() == (run / "metrics.jsonl").read_bytes()
   assert not (stored / "checkpoints").exists()
+
+
+def _calibration_run(store, name, *, seq_len, n_pairs, batch, steps, size="toy-xs", **data):
+  path = store / name
+  (path / "analysis").mkdir(parents=True)
+  cfg = dict(model=dict(size=size, pattern="F", window=16, pos_full="rope", n_layers=4),
+             data=dict(name="synthetic", seq_len=seq_len, n_pairs=n_pairs, min_distance=1, **data),
+             train=dict(seed=0, batch_size=batch, tokens_per_param=None), derived=dict(non_embedding_params=1))
+  (path / "config.json").write_text(json.dumps(cfg))
+  (path / "status.json").write_text(json.dumps(dict(state="done", updated="2099-01-01T00:00:00+0000")))
+  (path / "eval.jsonl").write_text("")
+  (path / "train.json").write_text(json.dumps(dict(train_seconds=60.0)))
+  for i, step in enumerate(steps):
+    bins = {"[1,8)": dict(n=100, accuracy=0.8), "[64,128)": dict(n=40, accuracy=0.1 * i)}
+    (path / "analysis" / f"by_distance-step{step}.json").write_text(json.dumps(dict(
+        run=name, step=step, pattern="F", window=16, accuracy=0.3 + 0.01 * i, bins=bins)))
+
+
+def test_calibration_tables_are_generated_from_the_store(tmp_path):
+  cal = load_runner("calibration")
+  store = tmp_path / "cal"
+  _calibration_run(store, "a", seq_len=64, n_pairs=8, batch=32, steps=[2000])
+  _calibration_run(store, "b", seq_len=128, n_pairs=16, batch=32, steps=[512, 1024, 5000])
+  _main_runs(tmp_path / "toy", {"F": 300})     # eval steps 180, 361, ..., 1444
+  readme = tmp_path / "README.md"
+  readme.write_text(f"# x\n\nbefore\n\n{cal.BEGIN}\nold table\n{cal.END}\n\nafter\n")
+  argv = ["--report-only", "--store", str(store), "--toy-store", str(tmp_path / "toy"),
+          "--readme", str(readme)]
+  cal.main(argv)
+  text = readme.read_text()
+  assert text.startswith("# x\n\nbefore\n\n") and text.endswith("\n\nafter\n")
+  assert "old table" not in text and "Awaiting" not in text
+  assert "| synthetic, T=64, 8 pairs, B=32 | 4.1M (step 2000) | 0.30 | 0.80 (n=100) | 0.00 (n=40) |" in text
+  assert "| 20.5M (step 5000) | 0.32 | 0.80 (n=100) | 0.20 (n=40) |" in text   # the chosen setting
+  assert "| seeds 0 / 1 / 2 | 0.60 / 0.60 / 0.60 |" in text   # only the BASELINE_STEPS (1444)
+  cal.main(argv)
+  assert readme.read_text() == text                       # byte-stable
+  with pytest.raises(SystemExit, match="no stored run outputs in .*fill it with: python "
+                     "experiments/calibration/run.py"):
+    cal.main(["--report-only", "--store", str(tmp_path / "none"), "--readme", str(readme)])
+  readme.write_text("no markers\n")
+  with pytest.raises(SystemExit, match="no single generated block"):
+    cal.main(argv)
+  assert readme.read_text() == "no markers\n"
+
+
+def test_committed_calibration_tables_are_what_the_store_generates():
+  """CI: the generated block of experiments/README.md is what the committed stores make (the
+  "awaiting a rerun" lines while they are empty)."""
+  from experiments.toy_study import store
+  cal = load_runner("calibration")
+  text = (EXPERIMENTS / "README.md").read_text()
+  block = text[text.index(cal.BEGIN):text.index(cal.END) + len(cal.END)]
+  assert block == cal.render(store.CALIBRATION, store.TOY_STUDY)

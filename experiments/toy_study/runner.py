@@ -21,6 +21,7 @@ class Invocation:
   store: Path               # the committed run outputs the report is made from
   out: Path                 # where REPORT.md and its figures go
   here: Path                # the finding's folder (its sweep.py)
+  args: argparse.Namespace | None = None
   train_seconds: float = 0.0
   started: float = dataclasses.field(default_factory=time.monotonic)
 
@@ -34,11 +35,13 @@ class Invocation:
     return f"python experiments/{self.finding}/run.py"
 
 
-def parse(doc: str, run_file: str, argv=None, default_store: Path = store.TOY_STUDY) -> Invocation:
-  """``[--root R] [--parallel N] [--no-train | --report-only] [--store DIR] [--out DIR]``."""
+def parse(doc: str, run_file: str, argv=None, default_store: Path = store.TOY_STUDY,
+          default_root: str = T.ROOT, extra=lambda parser: None) -> Invocation:
+  """``[--root R] [--parallel N] [--no-train | --report-only] [--store DIR] [--out DIR]``;
+  ``extra(parser)`` adds a runner's own options (kept in ``inv.args``)."""
   here = Path(run_file).parent
   p = argparse.ArgumentParser(description=doc.splitlines()[0])
-  p.add_argument("--root", default=T.ROOT, help="the run root the runs are trained in")
+  p.add_argument("--root", default=default_root, help="the run root the runs are trained in")
   p.add_argument("--parallel", type=int, default=2)
   mode = p.add_mutually_exclusive_group()
   mode.add_argument("--no-train", action="store_true",
@@ -48,8 +51,10 @@ def parse(doc: str, run_file: str, argv=None, default_store: Path = store.TOY_ST
   p.add_argument("--store", default=str(default_store),
                  help="the committed run outputs the report is made from")
   p.add_argument("--out", default=str(here), help="where REPORT.md and its figures go")
+  extra(p)
   a = p.parse_args(argv)
-  return Invocation(a.root, a.parallel, a.no_train, a.report_only, Path(a.store), Path(a.out), here)
+  return Invocation(a.root, a.parallel, a.no_train, a.report_only, Path(a.store), Path(a.out),
+                    here, args=a)
 
 
 def train_missing(inv: Invocation) -> Invocation:
