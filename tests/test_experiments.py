@@ -293,7 +293,7 @@ def test_runners_run_as_files_and_as_modules_without_touching_sys_path():
       assert not (isinstance(node, ast.Attribute) and node.attr == "path"
                   and isinstance(node.value, ast.Name) and node.value.id == "sys"), path
   env = dict(os.environ, PYTHONPATH=str(root))
-  for finding in FINDINGS:
+  for finding in FINDINGS + ("calibration",):
     for argv in ([str(EXPERIMENTS / finding / "run.py")], ["-m", f"experiments.{finding}.run"]):
       out = subprocess.run([sys.executable, *argv, "--help"], cwd=root, env=env,
                            capture_output=True, text=True)
@@ -415,3 +415,22 @@ def test_committed_calibration_tables_are_what_the_store_generates():
   text = (EXPERIMENTS / "README.md").read_text()
   block = text[text.index(cal.BEGIN):text.index(cal.END) + len(cal.END)]
   assert block == cal.render(store.CALIBRATION, store.TOY_STUDY)
+
+
+def test_report_only_needs_no_jax(tmp_path):
+  """--report-only makes no JAX computation: neither the runners nor what they import load
+  jax (reporting from the store needs numpy and matplotlib only)."""
+  import os
+  import subprocess
+  import sys
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400})
+  load_runner("nope_on_full").main(["--root", str(tmp_path / "root"), "--no-train",
+                                    "--store", str(tmp_path / "store"), "--out", str(tmp_path / "a")])
+  modules = ", ".join(f"experiments.{f}.run" for f in FINDINGS + ("calibration",))
+  code = (f"import sys, {modules}; import experiments.nope_on_full.run as r; "
+          f"r.main(['--report-only', '--store', {str(tmp_path / 'store')!r}, '--out', "
+          f"{str(tmp_path / 'b')!r}]); assert 'jax' not in sys.modules, 'jax imported'")
+  out = subprocess.run([sys.executable, "-c", code], cwd=EXPERIMENTS.parent, capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(EXPERIMENTS.parent)))
+  assert out.returncode == 0, out.stderr[-800:]
+  assert (tmp_path / "a" / "REPORT.md").read_bytes() == (tmp_path / "b" / "REPORT.md").read_bytes()
