@@ -10,7 +10,6 @@ here from the store: retrieval at and beyond the training length, per depth, and
 short-context loss, each with a bootstrap interval, and the pre-registered verdicts.
 """
 
-import numpy as np
 
 from experiments.toy_study import bootstrap as B
 from experiments.toy_study import config as T
