@@ -310,26 +310,36 @@ def test_the_library_holds_no_experiment_code():
 
 
 
-def _committed_store_has_runs() -> bool:
-  from experiments.toy_study import store
-  return store.TOY_STUDY.is_dir() and any(p.is_dir() for p in store.TOY_STUDY.iterdir())
-
-
 @pytest.mark.parametrize("finding", FINDINGS)
-def test_committed_reports_regenerate_byte_for_byte(finding, tmp_path):
+def test_committed_reports_regenerate_byte_for_byte(finding):
   """CI: every REPORT.md and figure in experiments/<finding>/ is what --report-only makes
   from the committed store, byte for byte (skipped only while no run outputs are committed)."""
-  if not _committed_store_has_runs():
+  from experiments import check_reports
+  from experiments.toy_study import store
+  if not check_reports.has_runs(store.TOY_STUDY):
     pytest.skip("no run outputs committed under experiments/data/toy_study yet: the study "
-                "awaits a rerun (python experiments/all_findings.py's sweep, then each run.py)")
-  load_runner(finding).main(["--report-only", "--out", str(tmp_path)])
-  made = sorted(p.name for p in tmp_path.iterdir())
-  assert "REPORT.md" in made
-  for name in made:
-    committed = EXPERIMENTS / finding / name
-    assert committed.exists(), f"{finding}/{name} is made by --report-only but not committed"
-    assert committed.read_bytes() == (tmp_path / name).read_bytes(), \
-        f"{finding}/{name} differs from what --report-only makes from experiments/data"
+                "awaits a rerun (the all_findings sweep, then each run.py --no-train)")
+  assert check_reports.report_differences(finding) == []
+
+
+def test_the_check_fails_on_any_byte_difference(tmp_path):
+  from experiments import check_reports
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400})
+  report_both_ways("nope_on_full", tmp_path)
+  committed = tmp_path / "out"
+  assert check_reports.report_differences("nope_on_full", tmp_path / "store", committed) == []
+  png = committed / "nope_on_full.png"
+  data = bytearray(png.read_bytes())
+  data[-20] ^= 1
+  png.write_bytes(bytes(data))
+  (committed / "REPORT.md").write_text((committed / "REPORT.md").read_text() + " ")
+  (committed / "stale.png").write_bytes(b"x")
+  assert check_reports.report_differences("nope_on_full", tmp_path / "store", committed) == [
+      "nope_on_full/REPORT.md: differs from what --report-only makes from the store",
+      "nope_on_full/nope_on_full.png: differs from what --report-only makes from the store",
+      "nope_on_full/stale.png: committed but not made by --report-only"]
+  assert check_reports.report_differences("nope_on_full", tmp_path / "none", committed)[0].startswith(
+      "nope_on_full: --report-only failed: nope_on_full: no stored run outputs")
 
 
 def test_a_store_made_from_real_smoke_runs_reports_byte_for_byte(tmp_path):
@@ -407,14 +417,14 @@ def test_calibration_tables_are_generated_from_the_store(tmp_path):
   assert readme.read_text() == "no markers\n"
 
 
-def test_committed_calibration_tables_are_what_the_store_generates():
+def test_committed_calibration_tables_are_what_the_store_generates(tmp_path):
   """CI: the generated block of experiments/README.md is what the committed stores make (the
-  "awaiting a rerun" lines while they are empty)."""
-  from experiments.toy_study import store
-  cal = load_runner("calibration")
-  text = (EXPERIMENTS / "README.md").read_text()
-  block = text[text.index(cal.BEGIN):text.index(cal.END) + len(cal.END)]
-  assert block == cal.render(store.CALIBRATION, store.TOY_STUDY)
+  "awaiting a rerun" lines while they are empty); a hand edit of the block is caught."""
+  from experiments import check_reports
+  assert check_reports.calibration_differences() == []
+  edited = tmp_path / "README.md"
+  edited.write_text((EXPERIMENTS / "README.md").read_text().replace("Awaiting a rerun", "Done", 1))
+  assert check_reports.calibration_differences(edited) != []
 
 
 def test_report_only_needs_no_jax(tmp_path):
