@@ -342,35 +342,68 @@ def test_the_check_fails_on_any_byte_difference(tmp_path):
       "nope_on_full: --report-only failed: nope_on_full: no stored run outputs")
 
 
-def test_a_store_made_from_real_smoke_runs_reports_byte_for_byte(tmp_path):
-  """One real (tiny) training run, its outputs as the trainer and evaluator wrote them,
-  copied under the NoPE finding's nine grid points: the normal mode exports them and reports,
-  --report-only reproduces the report from the store alone."""
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+  """One real (tiny) SWA-4/full training run, evaluated during training, with both head
+  traces the laziness report reads: its files are exactly what the trainer, the evaluator and
+  ``analyze trace`` write (~30 s)."""
   import subprocess
   import sys
-  run = tmp_path / "smoke"
-  cmd = [sys.executable, "-m", "hybrid_jax.cli", "train", "--config",
-         str(EXPERIMENTS / "toy_study" / "config.py"), "--workdir", str(run), "--quiet",
-         "--config.train.steps=4", "--config.train.warmup_steps=1", "--config.train.batch_size=8",
-         "--config.train.log_every=1", "--config.eval.every=2", "--config.eval.examples=2",
-         "--config.eval.short_rows=2", "--config.checkpoint.every=2"]
-  out = subprocess.run(cmd, capture_output=True, text=True)
-  assert out.returncode == 0, out.stderr[-800:]
+  run = tmp_path_factory.mktemp("smoke") / "run"
+  cli = [sys.executable, "-m", "hybrid_jax.cli"]
+  steps = [["train", "--config", str(EXPERIMENTS / "toy_study" / "config.py"), "--workdir", str(run),
+            "--quiet", "--config.model.pattern=SF", "--config.model.window=4",
+            "--config.train.steps=4", "--config.train.warmup_steps=1", "--config.train.batch_size=8",
+            "--config.train.log_every=1", "--config.eval.every=2", "--config.eval.examples=2",
+            "--config.eval.short_rows=2", "--config.checkpoint.every=2"]]
+  steps += [["analyze", "trace", str(run), "--task", "kv_recall", "--length", "64", "--top-k", "4",
+             "--samples", "4", *layers] for layers in ([], ["--layers", "F"])]
+  for args in steps:
+    out = subprocess.run(cli + args, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-800:]
+  return run
+
+
+def _clone(run, root, name, **model):
+  """The smoke run's outputs (not its checkpoints) under another grid point's config."""
   import shutil
+  dst = root / name
+  shutil.copytree(run, dst, ignore=shutil.ignore_patterns("checkpoints", "tensorboard", "*.png", "*.svg"))
+  (dst / "checkpoints" / "1").mkdir(parents=True)
+  cfg = json.loads((dst / "config.json").read_text())
+  seed = model.pop("seed")
+  cfg["model"].update(model)
+  cfg["train"]["seed"] = seed
+  (dst / "config.json").write_text(json.dumps(cfg))
+  return dst
+
+
+def test_a_store_made_from_real_smoke_runs_reports_byte_for_byte(smoke_run, tmp_path):
+  """The smoke run's outputs copied under the NoPE finding's nine grid points: the normal
+  mode exports them and reports, --report-only reproduces the report from the store alone."""
   for seed in T.SEEDS:
     for pattern, pos_full, window in (("SF", "rope", 4), ("SF", "nope", 4), ("F", "rope", 16)):
-      dst = tmp_path / "root" / f"{pattern}-{pos_full}-{seed}"
-      shutil.copytree(run, dst, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
-      cfg = json.loads((dst / "config.json").read_text())
-      cfg["model"].update(pattern=pattern, pos_full=pos_full, window=window)
-      cfg["train"]["seed"] = seed
-      (dst / "config.json").write_text(json.dumps(cfg))
+      _clone(smoke_run, tmp_path / "root", f"{pattern}-{pos_full}-{seed}", pattern=pattern,
+             pos_full=pos_full, window=window, seed=seed)
   report = report_both_ways("nope_on_full", tmp_path)
   assert "| F (RoPE) (3) |" in report and "## Verdicts" in report
   stored = tmp_path / "store" / "F-rope-0"
-  assert (stored / "eval.jsonl").read_bytes() == (run / "eval.jsonl").read_bytes()
-  assert (stored / "metrics.jsonl").read_bytes() == (run / "metrics.jsonl").read_bytes()
+  assert (stored / "eval.jsonl").read_bytes() == (smoke_run / "eval.jsonl").read_bytes()
+  assert (stored / "metrics.jsonl").read_bytes() == (smoke_run / "metrics.jsonl").read_bytes()
   assert not (stored / "checkpoints").exists()
+
+
+def test_laziness_reports_byte_for_byte_from_real_traces(smoke_run, tmp_path):
+  """The laziness report from a store of real traces: every head metric is measured (the
+  trace carries mass, entropy and Q/K drift), and --report-only equals the normal mode."""
+  for seed in T.SEEDS:
+    for window in T.WINDOWS.values():
+      _clone(smoke_run, tmp_path / "root", f"SF{window}-{seed}", pattern="SF", window=window, seed=seed)
+    _clone(smoke_run, tmp_path / "root", f"F-{seed}", pattern="F", window=16, seed=seed)
+  report = report_both_ways("large_window_laziness", tmp_path)
+  assert "not measured" not in report
+  assert sorted(p.name for p in (tmp_path / "store" / "SF32-0" / "analysis").iterdir()) == [
+      "trace-F.json", "trace.json"]
 
 
 def _calibration_run(store, name, *, seq_len, n_pairs, batch, steps, size="toy-xs", **data):
