@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from experiments.toy_study import config as T
+from experiments.toy_study import study
 from hybrid_jax.launch.grid import load_sweep, plan
 from source_imports import imported_modules
 from test_study import fake_run
@@ -404,6 +405,27 @@ def test_laziness_reports_byte_for_byte_from_real_traces(smoke_run, tmp_path):
   assert "not measured" not in report
   assert sorted(p.name for p in (tmp_path / "store" / "SF32-0" / "analysis").iterdir()) == [
       "trace-F.json", "trace.json"]
+
+
+def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_path):
+  """The runner's own analysis commands (constrain, ablate, probe) on a copy of the smoke
+  run, whose outputs then stand for the finding's ten grid points: the stored analysis files
+  are the real ones, and --report-only equals the normal mode."""
+  import shutil
+  runner = load_runner("full_attention_carries_retrieval")
+  work = tmp_path / "work"
+  shutil.copytree(smoke_run, work)
+  runner.analyse(next(r for r in study.load_runs(tmp_path) if r.path == work))
+  for seed in T.SEEDS:
+    for window in T.WINDOWS.values():
+      _clone(work, tmp_path / "root", f"SF{window}-{seed}", pattern="SF", window=window, seed=seed)
+  _clone(work, tmp_path / "root", "LF-0", pattern="LF", window=16, seed=0)
+  report = report_both_ways("full_attention_carries_retrieval", tmp_path)
+  assert "cannot fail by construction: the SWA layers' window 4" in report
+  assert "not measured" not in report
+  stored = sorted(p.name.split("-step")[0] for p in (tmp_path / "store" / "SF16-0" / "analysis").iterdir()
+                  if not p.name.startswith("trace"))
+  assert stored == ["ablate-k2-zero", "constrain-W4", "probe-C8"]
 
 
 def _calibration_run(store, name, *, seq_len, n_pairs, batch, steps, size="toy-xs", **data):
