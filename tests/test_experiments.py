@@ -472,6 +472,25 @@ def test_calibration_tables_are_generated_from_the_store(tmp_path):
   assert readme.read_text() == "no markers\n"
 
 
+def test_calibration_measures_a_real_run_and_regenerates_the_same_tables(smoke_run, tmp_path):
+  import shutil
+  shutil.copytree(smoke_run, tmp_path / "root" / "smoke")
+  cal = load_runner("calibration")
+  readme = tmp_path / "README.md"
+  readme.write_text(f"{cal.BEGIN}\n{cal.END}\n")
+  common = ["--store", str(tmp_path / "store"), "--toy-store", str(tmp_path / "none"),
+            "--readme", str(readme)]
+  cal.main(["--root", str(tmp_path / "root"), "--no-train", *common])
+  made = readme.read_text()
+  assert [p.name for p in (tmp_path / "store" / "smoke" / "analysis").glob("by_distance-*")] == [
+      "by_distance-step4.json"]
+  assert "| synthetic, T=64, 8 pairs, B=8 | 0.0M (step 4) |" in made
+  assert "runs of the chosen setting" in made          # awaiting: no T=128 run here
+  readme.write_text(f"{cal.BEGIN}\n{cal.END}\n")
+  cal.main(["--report-only", *common])
+  assert readme.read_text() == made
+
+
 def test_committed_calibration_tables_are_what_the_store_generates(tmp_path):
   """CI: the generated block of experiments/README.md is what the committed stores make (the
   "awaiting a rerun" lines while they are empty); a hand edit of the block is caught."""
