@@ -1,6 +1,8 @@
 """The paper reproductions in experiments/: their grids (dry-run) and their reports, made
 from fabricated finished runs (the real ones take an hour of CPU; the reports' numbers come
-from these files, so a wrong selection or a wrong verdict shows here)."""
+from these files, so a wrong selection or a wrong verdict shows here). Every report goes
+through the committed store: the normal mode exports the runs into it and reports from it,
+``--report-only`` reports from it alone, and the two must agree byte for byte."""
 
 import importlib.util
 import json
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 
 from experiments.toy_study import config as T
+from experiments.toy_study import study
 from hybrid_jax.launch.grid import load_sweep, plan
 from source_imports import imported_modules
 from test_study import fake_run
@@ -34,7 +37,7 @@ def load_runner(finding):
 def test_grids_share_their_runs_and_use_the_toy_setting():
   grids = {f: planned(f) for f in FINDINGS}
   assert {f: len(g) for f, g in grids.items()} == {
-      "scaling": 5 * 3 * 4 + 4 * 2, "full_attention_carries_retrieval": 4,
+      "scaling": 5 * 3 * 4 + 4 * 2, "full_attention_carries_retrieval": 10,
       "large_window_laziness": 12, "nope_on_full": 9}
   scaling = {r.name for r in grids["scaling"]}
   # Every model another finding needs is the scaling grid's run of the same name, except
@@ -80,78 +83,167 @@ def _main_runs(root, onset_by_label, *, nope_boost=0.0):
                curve=curve)
 
 
+def report_both_ways(finding, tmp_path, *extra, configure=lambda runner: None):
+  """The normal mode (on the fabricated root, --no-train) and --report-only (on the store
+  it filled); asserts that their REPORT.md and figures agree byte for byte, returns the
+  report. ``configure(runner module)`` may set its constants first."""
+  runner = load_runner(finding)
+  configure(runner)
+  store = tmp_path / "store"
+  runner.main(["--root", str(tmp_path / "root"), "--no-train", "--store", str(store),
+               "--out", str(tmp_path / "out"), *extra])
+  runner.main(["--report-only", "--store", str(store), "--out", str(tmp_path / "again"), *extra])
+  made = sorted(p.name for p in (tmp_path / "out").iterdir())
+  assert made == sorted(p.name for p in (tmp_path / "again").iterdir())
+  assert "REPORT.md" in made and any(n.endswith(".png") for n in made)
+  for name in made:
+    assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
+  for name in made:
+    if name.endswith(".png"):
+      assert (tmp_path / "out" / name).stat().st_size > 10_000
+      assert b"Software" not in (tmp_path / "out" / name).read_bytes()   # no version stamp
+  return (tmp_path / "out" / "REPORT.md").read_text()
+
+
+def verdict_of(report, claim) -> str:
+  row = next(line for line in report.split("## Verdicts")[1].splitlines()
+             if line.startswith(f"| {claim} |"))
+  return row.rsplit("**", 2)[1]
+
+
+def rules_come_first(report):
+  assert report.index("## Metrics and verdict rules") < report.index("## Result" if "## Result" in
+                                                                     report else "## Emergence")
+  assert report.index("## Metrics and verdict rules") < report.index("## Verdicts")
+
+
 def test_nope_report(tmp_path):
-  _main_runs(tmp_path, {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400}, nope_boost=0.1)
-  load_runner("nope_on_full").main(["--root", str(tmp_path), "--no-train", "--out", str(tmp_path / "out")])
-  report = (tmp_path / "out" / "REPORT.md").read_text()
-  assert (tmp_path / "out" / "nope_on_full.png").stat().st_size > 10_000
-  assert "far@64: NoPE-full minus RoPE = +0.100 on average" in report
-  assert "higher for every seed: NoPE-full retrieves better at the training length" in report
-  assert "all@128: NoPE-full minus RoPE = +0.050" in report   # fake_run: acc/2 at 128
-  assert "short-context loss: NoPE-full minus RoPE = +0.0010 nats (higher for every seed)" in report
-  assert "a negligible short-context cost" in report.split("## What did not")[0]
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400}, nope_boost=0.1)
+  report = report_both_ways("nope_on_full", tmp_path)
+  rules_come_first(report)
+  assert verdict_of(report, "far@64") == "reproduced"       # +0.1 for every seed
+  assert verdict_of(report, "short cost") == "reproduced"   # +0.001 nats is < 1%
+  assert "| difference | 0.1 [" in report
+  row = next(line for line in report.splitlines() if line.startswith("| SF w=4 NoPE-full (3) | 0.7"))
+  assert row.count("[") == 4                                  # every metric with its interval
+  assert "L=128 depth 0.5" in report                          # per depth, at both lengths
+  stored = sorted(p.name for p in (tmp_path / "store").iterdir())
+  assert len(stored) == 9
+  assert sorted(p.name for p in (tmp_path / "store" / stored[0]).iterdir()) == [
+      "config.json", "eval.jsonl", "metrics.jsonl", "status.json", "train.json"]
 
 
-def test_nope_report_refuses_missing_seeds(tmp_path):
-  _main_runs(tmp_path, {"F": 300, "SF w=4": 400})
-  with pytest.raises(SystemExit, match="0 finished SF w=4 NoPE-full runs"):
-    load_runner("nope_on_full").main(["--root", str(tmp_path), "--no-train", "--out", str(tmp_path)])
+def test_nope_report_prints_a_failure_as_plainly_as_a_success(tmp_path):
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400}, nope_boost=-0.2)
+  report = report_both_ways("nope_on_full", tmp_path)
+  assert verdict_of(report, "far@64") == "not reproduced"
+  assert "- far@64 (not reproduced): RoPE 0.60, NoPE-full 0.40" in report
+
+
+def test_nope_report_refuses_missing_seeds_and_a_missing_store(tmp_path):
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400})
+  runner = load_runner("nope_on_full")
+  with pytest.raises(SystemExit, match="0 finished SF w=4 NoPE-full runs under"):
+    runner.main(["--root", str(tmp_path / "root"), "--no-train", "--store", str(tmp_path / "s"),
+                 "--out", str(tmp_path)])
+  assert not (tmp_path / "REPORT.md").exists() and not (tmp_path / "s").exists()
+  with pytest.raises(SystemExit) as e:
+    runner.main(["--report-only", "--store", str(tmp_path / "s"), "--out", str(tmp_path)])
+  assert str(e.value) == (f"nope_on_full: no stored run outputs in {tmp_path / 's'}; fill it "
+                          "with: python experiments/nope_on_full/run.py")
   assert not (tmp_path / "REPORT.md").exists()
 
 
-def _trace(path, tokens, mass_K, letters="SFSF", top_heads=((1, 0), (3, 1))):
+def _trace(path, tokens, mass_K, letters="SFSF", top_heads=((1, 0), (3, 1)), drift=True):
   out = path / "analysis"
   out.mkdir(parents=True, exist_ok=True)
-  points = [dict(step=int(t // 4096), tokens=int(t), heads=[dict(
-      layer=1, head=0, mass=float(m), norm_entropy=1 - float(m), q_rel_l2=1 - float(m),
-      k_rel_l2=1 - float(m))] * 2)
-      for t, m in zip(tokens, mass_K)]
+  head = lambda m: dict(layer=1, head=0, mass=float(m), norm_entropy=1 - float(m),  # noqa: E731
+                        **(dict(q_rel_l2=1 - float(m), k_rel_l2=1 - float(m)) if drift else {}))
+  points = [dict(step=int(t // 4096), tokens=int(t), heads=[head(m)] * 2)
+            for t, m in zip(tokens, mass_K)]
   (out / "trace.json").write_text(json.dumps(dict(top_heads=[list(h) for h in top_heads], points=points)))
   (out / "trace-F.json").write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points)))
 
 
-def test_laziness_report(tmp_path):
-  _main_runs(tmp_path, {"F": 300, "SF w=4": 300, "SF w=16": 500, "SF w=32": 900})
+def _laziness_root(root, onsets, mass=None):
+  """Three seeds of F and SF w=4/16/32, far retrieval emerging at ``onsets[w]`` steps; head
+  traces whose mass rises at the same onset, or ``mass(w, tokens)``."""
+  _main_runs(root, {"F": 300, **{f"SF w={w}": o for w, o in onsets.items()}})
   tokens = np.arange(1, 15) * 100 * 4096
-  for path in tmp_path.iterdir():
+  for path in root.iterdir():
     if path.name.startswith("SF"):
-      onset = {"4": 300, "16": 500, "32": 900}[path.name.split("-")[0][4:]]
-      _trace(path, tokens, 0.8 / (1 + np.exp(-(tokens / 4096 - onset) / 50)))
-  load_runner("large_window_laziness").main(["--root", str(tmp_path), "--no-train",
-                                            "--out", str(tmp_path / "out")])
-  report = (tmp_path / "out" / "REPORT.md").read_text()
-  assert "the largest window is the slowest, and every large-window seed is slower" in report
-  assert "later with the larger window." in report and "not later" not in report
+      w = int(path.name.split("-")[0][4:])
+      curve = mass(w, tokens) if mass else 0.8 / (1 + np.exp(-(tokens / 4096 - onsets[w]) / 50))
+      _trace(path, tokens, curve)
+
+
+def test_laziness_report(tmp_path):
+  _laziness_root(tmp_path / "root", {4: 300, 16: 500, 32: 900})
+  report = report_both_ways("large_window_laziness", tmp_path)
+  rules_come_first(report)
+  assert verdict_of(report, "emergence delay") == "reproduced"
+  assert verdict_of(report, "head formation delay") == "reproduced"
   # The table's emergence column: w=32 emerges near step 900 (+20 per seed) of 4096 tokens.
-  row = next(line for line in report.splitlines() if line.startswith("| SF w=32"))
-  emerge = float(row.split("|")[2].split("±")[0])
-  assert 3.3 < emerge < 4.2
-  assert "| 1 ± 0 [1, 1] |" in row     # both top heads sit in F layers
+  row = next(line for line in report.splitlines() if line.startswith("| SF w=32 (3) |"))
+  assert 3.3 < float(row.split("|")[2].split("M")[0]) < 4.2
+  heads = [line for line in report.splitlines() if line.startswith("| SF w=32 (3) |")][1]
+  assert "not measured" not in heads and heads.count("[") == 9      # every head metric
+  changed = report.split("## Changed metrics")[1]
+  assert "1.49 / 1.09 / 1.34M tokens for windows 4 / 16 / 32" in changed
+  assert "any layer, half the final mass (the first report's)" in changed
+  assert changed.index("## What the analyses") > changed.index("F layers, mass >= 0.1 (the current one)")
+
+
+def test_laziness_report_counts_a_window_that_never_emerges_as_censored(tmp_path):
+  _laziness_root(tmp_path / "root", {4: 300, 16: 500, 32: 9000},
+                 mass=lambda w, t: np.linspace(0.1, 0.8, t.size))
+  report = report_both_ways("large_window_laziness", tmp_path)
+  row = next(line for line in report.splitlines() if line.startswith("| SF w=32 (3) |"))
+  assert row.split("|")[2].strip().startswith("> 5.91M [> 5.91M, > 5.91M]")
+  assert verdict_of(report, "emergence delay") == "reproduced"      # inf / finite
+  assert verdict_of(report, "convergence") == "not reproduced"      # 0.6 vs ~0
+  # Same mass curve for every window: formation is not later, and the report says so.
+  assert verdict_of(report, "head formation delay") == "not reproduced"
+
+
+def test_laziness_report_says_not_measured_without_drift(tmp_path):
+  root = tmp_path / "root"
+  _main_runs(root, {"F": 300, "SF w=4": 300, "SF w=16": 300, "SF w=32": 300})
+  tokens = np.arange(1, 15) * 100 * 4096
+  for path in root.iterdir():
+    if path.name.startswith("SF"):
+      _trace(path, tokens, np.linspace(0.0, 0.5, tokens.size), drift=False)
+  report = report_both_ways("large_window_laziness", tmp_path)
+  assert report.count("not measured") >= 6               # W_q and W_k drift, three windows
+  assert verdict_of(report, "emergence delay") != "reproduced"   # same onsets: a ratio near 1
 
 
 def test_full_attention_report(tmp_path):
-  _main_runs(tmp_path, {"SF w=4": 300, "LF": 300})
-  for path in tmp_path.iterdir():
+  root = tmp_path / "root"
+  _main_runs(root, {"SF w=4": 300, "SF w=16": 300, "SF w=32": 300, "LF": 300})
+  for path in root.iterdir():
     out = path / "analysis"
     out.mkdir()
-    (out / "constrain-W4-step1444.json").write_text(json.dumps(dict(settings=dict(
+    eff = 0.78 if path.name.startswith("SF_w4") else 0.7
+    (out / "constrain-W4-step1444.json").write_text(json.dumps(dict(samples=64, settings=dict(
         none=dict(acc=0.8, answer_loss=1.0, short_loss=2.0),
         full_constrained=dict(acc=0.1, answer_loss=4.0, short_loss=2.5),
-        efficient_constrained=dict(acc=0.7, answer_loss=1.2, short_loss=2.4)))))
-    (out / "ablate-k2-zero-step1444.json").write_text(json.dumps(dict(
+        efficient_constrained=dict(acc=eff, answer_loss=1.2, short_loss=2.4)))))
+    (out / "ablate-k2-zero-step1444.json").write_text(json.dumps(dict(samples=64,
         heads=[[1, 0], [3, 2]], acc=dict(none=0.8, top=0.2, control=0.75),
         drop=dict(top=0.6, control=0.05))))
-    (out / "probe-C8-step1444.json").write_text(json.dumps(dict(
-        accuracy=[0.13, 0.6, 0.62, 0.9], letters=path.name[:2].replace("SF", "SF") * 2)))
-  load_runner("full_attention_carries_retrieval").main(["--root", str(tmp_path), "--no-train",
-                                                       "--out", str(tmp_path / "out")])
-  report = (tmp_path / "out" / "REPORT.md").read_text()
-  assert report.count("retrieval lives in the full layers") == 2
-  assert "Zeroing the top-2 heads costs 0.60, 2 random heads 0.05 (larger for every seed)" in report
-  assert "| 0.9 ± 0 [0.9, 0.9] |" in report        # the probe's last layer
-  reproduced = report.split("## What did not")[0]
-  assert reproduced.count("enters the residual stream through a full-attention layer") == 2
-  assert reproduced.count("a few retrieval heads carry it") == 2
+    (out / "probe-C8-step100.json").write_text(json.dumps(dict(accuracy=[0.1] * 4, letters="SFSF")))
+    (out / "probe-C8-step1444.json").write_text(json.dumps(dict(train_test=[256, 64],
+        accuracy=[0.13, 0.6, 0.62, 0.9], letters=path.name[:2] * 2)))
+  report = report_both_ways("full_attention_carries_retrieval", tmp_path)
+  rules_come_first(report)
+  assert verdict_of(report, "cap: SF w=4") == "inconclusive"     # a cap of 4 on window 4
+  assert "The test cannot fail by construction: the SWA layers' window 4" in report
+  assert verdict_of(report, "cap: SF w=16") == "reproduced"
+  assert verdict_of(report, "heads: SF w=4") == "reproduced"
+  assert verdict_of(report, "probe: LF") == "reproduced"
+  assert "| 0.9 [0.854, 0.938] |" in report        # the latest probe (step 1444), with interval
+  assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-step*.json"))) == 24
 
 
 def test_scaling_report(tmp_path):
@@ -162,40 +254,21 @@ def test_scaling_report(tmp_path):
     final = 40 * n ** -0.3 + 300 * cfg.derived.tokens ** -0.3     # a known L(N, D)
     curve = [(s, a, final + 0.5 * (1 - s / steps)) for s, a, _ in
              _sigmoid_curve(steps, {"F": 0.2, "SF": 0.3 + m.window / 64, "LF": 0.5}[m.pattern] * steps)]
-    fake_run(tmp_path, f"run{i}", pattern=m.pattern, window=m.window, size=m.size, seed=cfg.train.seed,
-             budget=cfg.train.tokens_per_param, n=n, curve=curve)
-  runner = load_runner("scaling")
-  runner.FIT_STARTS = 12           # a rougher multi-start search keeps the test short
-  runner.main(["--root", str(tmp_path), "--no-train", "--out", str(tmp_path / "out")])
-  report = (tmp_path / "out" / "REPORT.md").read_text()
-  for png in ("emergence.png", "scaling_fit.png"):
-    assert (tmp_path / "out" / png).stat().st_size > 10_000
-  fit_rows = [line for line in report.splitlines() if line.startswith("| ") and "%" in line]
+    fake_run(tmp_path / "root", f"run{i}", pattern=m.pattern, window=m.window, size=m.size,
+             seed=cfg.train.seed, budget=cfg.train.tokens_per_param, n=n, curve=curve)
+  # A rougher multi-start search keeps the test short.
+  report = report_both_ways("scaling", tmp_path, configure=lambda m: setattr(m, "FIT_STARTS", 12))
+  rules_come_first(report)
+  fit_rows = [line for line in report.splitlines() if line.startswith("| ") and line.endswith("% |")]
   assert len(fit_rows) == 5
   for row in fit_rows:     # the fitted law reproduces the fitted sizes and predicts the held-out
     cells = [c.strip() for c in row.strip("|").split("|")]   # one (exponent recovery: test_scaling_fit)
     assert float(cells[3]) > 0.99
     assert float(cells[6].rstrip("%")) < 2.0
-  assert "the curves converge with more training" in report
-  assert "No architecture at" not in report          # every fake size retrieves
-  assert "the design changes how fast long-context ability emerges" in report.split("## What did not")[0]
-
-
-def test_laziness_report_counts_a_window_that_never_emerges_as_the_slowest(tmp_path):
-  _main_runs(tmp_path, {"F": 300, "SF w=4": 300, "SF w=16": 500, "SF w=32": 9000})
-  tokens = np.arange(1, 15) * 100 * 4096
-  for path in tmp_path.iterdir():
-    if path.name.startswith("SF"):
-      _trace(path, tokens, np.linspace(0.1, 0.8, tokens.size),
-             top_heads=((0, 0), (3, 1)) if path.name.startswith("SF_w32") else ((1, 0), (3, 1)))
-  load_runner("large_window_laziness").main(["--root", str(tmp_path), "--no-train",
-                                            "--out", str(tmp_path / "out")])
-  report = (tmp_path / "out" / "REPORT.md").read_text()
-  assert "/ never tokens (median over seeds" in report
-  assert "top-4 retrieval heads that sit in full-attention layers is 1.00 / 1.00 / 0.50" in report
-  assert "the largest window is the slowest, and every large-window seed is slower" in report
-  did_not = report.split("## What did not")[1]
-  assert "have not converged within the 30 N budget" in did_not
+  assert verdict_of(report, "fit") == "reproduced"
+  assert verdict_of(report, "convergence") == "reproduced"
+  assert verdict_of(report, "emergence speed") == "reproduced"
+  assert "| toy-3xs | 0." in report                  # the per-size table prints every size
 
 
 def test_all_findings_sweep_is_the_union_of_the_findings_grids_shared_runs_first():
@@ -221,11 +294,11 @@ def test_runners_run_as_files_and_as_modules_without_touching_sys_path():
       assert not (isinstance(node, ast.Attribute) and node.attr == "path"
                   and isinstance(node.value, ast.Name) and node.value.id == "sys"), path
   env = dict(os.environ, PYTHONPATH=str(root))
-  for finding in FINDINGS:
+  for finding in FINDINGS + ("calibration",):
     for argv in ([str(EXPERIMENTS / finding / "run.py")], ["-m", f"experiments.{finding}.run"]):
       out = subprocess.run([sys.executable, *argv, "--help"], cwd=root, env=env,
                            capture_output=True, text=True)
-      assert out.returncode == 0 and "--no-train" in out.stdout, out.stderr[-500:]
+      assert out.returncode == 0 and "--report-only" in out.stdout, out.stderr[-500:]
 
 
 def test_the_library_holds_no_experiment_code():
@@ -236,3 +309,212 @@ def test_the_library_holds_no_experiment_code():
     assert "experiments" not in {n.split(".")[0] for n in imported_modules(path)}, path
 
 
+
+
+@pytest.mark.parametrize("finding", FINDINGS)
+def test_committed_reports_regenerate_byte_for_byte(finding):
+  """CI: every REPORT.md and figure in experiments/<finding>/ is what --report-only makes
+  from the committed store, byte for byte (skipped only while no run outputs are committed)."""
+  from experiments import check_reports
+  from experiments.toy_study import store
+  if not check_reports.has_runs(store.TOY_STUDY):
+    pytest.skip("no run outputs committed under experiments/data/toy_study yet: the study "
+                "awaits a rerun (the all_findings sweep, then each run.py --no-train)")
+  assert check_reports.report_differences(finding) == []
+
+
+def test_the_check_fails_on_any_byte_difference(tmp_path):
+  from experiments import check_reports
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400})
+  report_both_ways("nope_on_full", tmp_path)
+  committed = tmp_path / "out"
+  assert check_reports.report_differences("nope_on_full", tmp_path / "store", committed) == []
+  png = committed / "nope_on_full.png"
+  data = bytearray(png.read_bytes())
+  data[-20] ^= 1
+  png.write_bytes(bytes(data))
+  (committed / "REPORT.md").write_text((committed / "REPORT.md").read_text() + " ")
+  (committed / "stale.png").write_bytes(b"x")
+  assert check_reports.report_differences("nope_on_full", tmp_path / "store", committed) == [
+      "nope_on_full/REPORT.md: differs from what --report-only makes from the store",
+      "nope_on_full/nope_on_full.png: differs from what --report-only makes from the store",
+      "nope_on_full/stale.png: committed but not made by --report-only"]
+  assert check_reports.report_differences("nope_on_full", tmp_path / "none", committed)[0].startswith(
+      "nope_on_full: --report-only failed: nope_on_full: no stored run outputs")
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+  """One real (tiny) SWA-4/full training run, evaluated during training, with both head
+  traces the laziness report reads: its files are exactly what the trainer, the evaluator and
+  ``analyze trace`` write (~30 s)."""
+  import subprocess
+  import sys
+  run = tmp_path_factory.mktemp("smoke") / "run"
+  cli = [sys.executable, "-m", "hybrid_jax.cli"]
+  steps = [["train", "--config", str(EXPERIMENTS / "toy_study" / "config.py"), "--workdir", str(run),
+            "--quiet", "--config.model.pattern=SF", "--config.model.window=4",
+            "--config.train.steps=4", "--config.train.warmup_steps=1", "--config.train.batch_size=8",
+            "--config.train.log_every=1", "--config.eval.every=2", "--config.eval.examples=2",
+            "--config.eval.short_rows=2", "--config.checkpoint.every=2"]]
+  steps += [["analyze", "trace", str(run), "--task", "kv_recall", "--length", "64", "--top-k", "4",
+             "--samples", "4", *layers] for layers in ([], ["--layers", "F"])]
+  for args in steps:
+    out = subprocess.run(cli + args, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-800:]
+  return run
+
+
+def _clone(run, root, name, **model):
+  """The smoke run's outputs (not its checkpoints) under another grid point's config."""
+  import shutil
+  dst = root / name
+  shutil.copytree(run, dst, ignore=shutil.ignore_patterns("checkpoints", "tensorboard", "*.png", "*.svg"))
+  (dst / "checkpoints" / "1").mkdir(parents=True)
+  cfg = json.loads((dst / "config.json").read_text())
+  seed = model.pop("seed")
+  cfg["model"].update(model)
+  cfg["train"]["seed"] = seed
+  (dst / "config.json").write_text(json.dumps(cfg))
+  return dst
+
+
+def test_a_store_made_from_real_smoke_runs_reports_byte_for_byte(smoke_run, tmp_path):
+  """The smoke run's outputs copied under the NoPE finding's nine grid points: the normal
+  mode exports them and reports, --report-only reproduces the report from the store alone."""
+  for seed in T.SEEDS:
+    for pattern, pos_full, window in (("SF", "rope", 4), ("SF", "nope", 4), ("F", "rope", 16)):
+      _clone(smoke_run, tmp_path / "root", f"{pattern}-{pos_full}-{seed}", pattern=pattern,
+             pos_full=pos_full, window=window, seed=seed)
+  report = report_both_ways("nope_on_full", tmp_path)
+  assert "| F (RoPE) (3) |" in report and "## Verdicts" in report
+  stored = tmp_path / "store" / "F-rope-0"
+  assert (stored / "eval.jsonl").read_bytes() == (smoke_run / "eval.jsonl").read_bytes()
+  assert (stored / "metrics.jsonl").read_bytes() == (smoke_run / "metrics.jsonl").read_bytes()
+  assert not (stored / "checkpoints").exists()
+
+
+def test_laziness_reports_byte_for_byte_from_real_traces(smoke_run, tmp_path):
+  """The laziness report from a store of real traces: every head metric is measured (the
+  trace carries mass, entropy and Q/K drift), and --report-only equals the normal mode."""
+  for seed in T.SEEDS:
+    for window in T.WINDOWS.values():
+      _clone(smoke_run, tmp_path / "root", f"SF{window}-{seed}", pattern="SF", window=window, seed=seed)
+    _clone(smoke_run, tmp_path / "root", f"F-{seed}", pattern="F", window=16, seed=seed)
+  report = report_both_ways("large_window_laziness", tmp_path)
+  assert "not measured" not in report
+  assert sorted(p.name for p in (tmp_path / "store" / "SF32-0" / "analysis").iterdir()) == [
+      "trace-F.json", "trace.json"]
+
+
+def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_path):
+  """The runner's own analysis commands (constrain, ablate, probe) on a copy of the smoke
+  run, whose outputs then stand for the finding's ten grid points: the stored analysis files
+  are the real ones, and --report-only equals the normal mode."""
+  import shutil
+  runner = load_runner("full_attention_carries_retrieval")
+  work = tmp_path / "work"
+  shutil.copytree(smoke_run, work)
+  runner.analyse(next(r for r in study.load_runs(tmp_path) if r.path == work))
+  for seed in T.SEEDS:
+    for window in T.WINDOWS.values():
+      _clone(work, tmp_path / "root", f"SF{window}-{seed}", pattern="SF", window=window, seed=seed)
+  _clone(work, tmp_path / "root", "LF-0", pattern="LF", window=16, seed=0)
+  report = report_both_ways("full_attention_carries_retrieval", tmp_path)
+  assert "cannot fail by construction: the SWA layers' window 4" in report
+  assert "not measured" not in report
+  stored = sorted(p.name.split("-step")[0] for p in (tmp_path / "store" / "SF16-0" / "analysis").iterdir()
+                  if not p.name.startswith("trace"))
+  assert stored == ["ablate-k2-zero", "constrain-W4", "probe-C8"]
+
+
+def _calibration_run(store, name, *, seq_len, n_pairs, batch, steps, size="toy-xs", **data):
+  path = store / name
+  (path / "analysis").mkdir(parents=True)
+  cfg = dict(model=dict(size=size, pattern="F", window=16, pos_full="rope", n_layers=4),
+             data=dict(name="synthetic", seq_len=seq_len, n_pairs=n_pairs, min_distance=1, **data),
+             train=dict(seed=0, batch_size=batch, tokens_per_param=None), derived=dict(non_embedding_params=1))
+  (path / "config.json").write_text(json.dumps(cfg))
+  (path / "status.json").write_text(json.dumps(dict(state="done", updated="2099-01-01T00:00:00+0000")))
+  (path / "eval.jsonl").write_text("")
+  (path / "train.json").write_text(json.dumps(dict(train_seconds=60.0)))
+  for i, step in enumerate(steps):
+    bins = {"[1,8)": dict(n=100, accuracy=0.8), "[64,128)": dict(n=40, accuracy=0.1 * i)}
+    (path / "analysis" / f"by_distance-step{step}.json").write_text(json.dumps(dict(
+        run=name, step=step, pattern="F", window=16, accuracy=0.3 + 0.01 * i, bins=bins)))
+
+
+def test_calibration_tables_are_generated_from_the_store(tmp_path):
+  cal = load_runner("calibration")
+  store = tmp_path / "cal"
+  _calibration_run(store, "a", seq_len=64, n_pairs=8, batch=32, steps=[2000])
+  _calibration_run(store, "b", seq_len=128, n_pairs=16, batch=32, steps=[512, 1024, 5000])
+  _main_runs(tmp_path / "toy", {"F": 300})     # eval steps 180, 361, ..., 1444
+  readme = tmp_path / "README.md"
+  readme.write_text(f"# x\n\nbefore\n\n{cal.BEGIN}\nold table\n{cal.END}\n\nafter\n")
+  argv = ["--report-only", "--store", str(store), "--toy-store", str(tmp_path / "toy"),
+          "--readme", str(readme)]
+  cal.main(argv)
+  text = readme.read_text()
+  assert text.startswith("# x\n\nbefore\n\n") and text.endswith("\n\nafter\n")
+  assert "old table" not in text and "Awaiting" not in text
+  assert "| synthetic, T=64, 8 pairs, B=32 | 4.1M (step 2000) | 0.30 | 0.80 (n=100) | 0.00 (n=40) |" in text
+  assert "| 20.5M (step 5000) | 0.32 | 0.80 (n=100) | 0.20 (n=40) |" in text   # the chosen setting
+  assert "| seeds 0 / 1 / 2 | 0.60 / 0.60 / 0.60 |" in text   # only the BASELINE_STEPS (1444)
+  cal.main(argv)
+  assert readme.read_text() == text                       # byte-stable
+  with pytest.raises(SystemExit, match="no stored run outputs in .*fill it with: python "
+                     "experiments/calibration/run.py"):
+    cal.main(["--report-only", "--store", str(tmp_path / "none"), "--readme", str(readme)])
+  readme.write_text("no markers\n")
+  with pytest.raises(SystemExit, match="no single generated block"):
+    cal.main(argv)
+  assert readme.read_text() == "no markers\n"
+
+
+def test_calibration_measures_a_real_run_and_regenerates_the_same_tables(smoke_run, tmp_path):
+  import shutil
+  shutil.copytree(smoke_run, tmp_path / "root" / "smoke")
+  cal = load_runner("calibration")
+  readme = tmp_path / "README.md"
+  readme.write_text(f"{cal.BEGIN}\n{cal.END}\n")
+  common = ["--store", str(tmp_path / "store"), "--toy-store", str(tmp_path / "none"),
+            "--readme", str(readme)]
+  cal.main(["--root", str(tmp_path / "root"), "--no-train", *common])
+  made = readme.read_text()
+  assert [p.name for p in (tmp_path / "store" / "smoke" / "analysis").glob("by_distance-*")] == [
+      "by_distance-step4.json"]
+  assert "| synthetic, T=64, 8 pairs, B=8 | 0.0M (step 4) |" in made
+  assert "runs of the chosen setting" in made          # awaiting: no T=128 run here
+  readme.write_text(f"{cal.BEGIN}\n{cal.END}\n")
+  cal.main(["--report-only", *common])
+  assert readme.read_text() == made
+
+
+def test_committed_calibration_tables_are_what_the_store_generates(tmp_path):
+  """CI: the generated block of experiments/README.md is what the committed stores make (the
+  "awaiting a rerun" lines while they are empty); a hand edit of the block is caught."""
+  from experiments import check_reports
+  assert check_reports.calibration_differences() == []
+  edited = tmp_path / "README.md"
+  edited.write_text((EXPERIMENTS / "README.md").read_text().replace("Awaiting a rerun", "Done", 1))
+  assert check_reports.calibration_differences(edited) != []
+
+
+def test_report_only_needs_no_jax(tmp_path):
+  """--report-only makes no JAX computation: neither the runners nor what they import load
+  jax (reporting from the store needs numpy and matplotlib only)."""
+  import os
+  import subprocess
+  import sys
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400})
+  load_runner("nope_on_full").main(["--root", str(tmp_path / "root"), "--no-train",
+                                    "--store", str(tmp_path / "store"), "--out", str(tmp_path / "a")])
+  modules = ", ".join(f"experiments.{f}.run" for f in FINDINGS + ("calibration",))
+  code = (f"import sys, {modules}; import experiments.nope_on_full.run as r; "
+          f"r.main(['--report-only', '--store', {str(tmp_path / 'store')!r}, '--out', "
+          f"{str(tmp_path / 'b')!r}]); assert 'jax' not in sys.modules, 'jax imported'")
+  out = subprocess.run([sys.executable, "-c", code], cwd=EXPERIMENTS.parent, capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(EXPERIMENTS.parent)))
+  assert out.returncode == 0, out.stderr[-800:]
+  assert (tmp_path / "a" / "REPORT.md").read_bytes() == (tmp_path / "b" / "REPORT.md").read_bytes()

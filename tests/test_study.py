@@ -1,7 +1,6 @@
 """experiments.toy_study.study: which runs are read, how seeds are aligned and summarised."""
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -26,10 +25,14 @@ def fake_run(root, name, *, pattern="SF", window=4, pos_full="rope", size="toy-x
     rec = {"step": step, "tokens": step * 4096, "settings_id": "s1", "short_loss": short,
            "retrieval_acc/kv_recall/64/d0.00": acc, "retrieval_acc/kv_recall/64/d0.25": acc,
            "retrieval_acc/kv_recall/64/d0.50": acc, "retrieval_acc/kv_recall/64": acc,
-           "retrieval_acc/kv_recall/128": acc / 2}
+           "retrieval_acc/kv_recall/128/d0.00": acc / 2, "retrieval_acc/kv_recall/128/d0.25": acc / 2,
+           "retrieval_acc/kv_recall/128/d0.50": acc / 2, "retrieval_acc/kv_recall/128": acc / 2,
+           "settings": {"examples": 32, "depths": [0.0, 0.25, 0.5], "lengths": [64, 128]}}
     rec.update(extra(step) if extra else {})
     lines.append(json.dumps(rec))
   (path / "eval.jsonl").write_text("\n".join(lines) + "\n")
+  (path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "loss": short}) + "\n"
+                                              for s, _, short in curve))
   return path
 
 
@@ -75,17 +78,6 @@ def test_curves_align_on_shared_steps(tmp_path):
     study.curves([], study.mean_of("short_loss"))
 
 
-def test_stats_and_tokens_to():
-  s = study.stats([1.0, 2.0, None, 3.0])
-  assert (s.mean, s.lo, s.hi, s.n) == (2.0, 1.0, 3.0, 3) and math.isclose(s.std, 1.0)
-  assert str(s) == "2 ± 1 [1, 3]"
-  assert str(study.stats([0.5])) == "0.5 (1 seed)"
-  assert study.stats([None]).n == 0 and str(study.stats([])) == "-"
-  tokens = np.array([1.0, 2.0, 3.0])
-  assert study.tokens_to(tokens, [0.1, 0.3, 0.2], 0.25) == 2.0
-  assert study.tokens_to(tokens, [0.1, 0.2, 0.2], 0.25) is None
-
-
 def test_train_seconds_from_timestamps(tmp_path):
   path = fake_run(tmp_path, "a", curve=[(100, 0.1, 3.0)])
   run = study.load_runs(tmp_path)[0]
@@ -98,19 +90,86 @@ def test_train_seconds_from_timestamps(tmp_path):
 
 
 def test_markdown_table_and_atomic_report(tmp_path):
-  text = study.markdown_table(["a", "b"], [[1, study.stats([1.0, 3.0])]])
-  assert text.splitlines() == ["| a | b |", "|---|---|", "| 1 | 2 ± 1.4 [1, 3] |"]
+  text = study.markdown_table(["a", "b"], [[1, "2 [1, 3]"]])
+  assert text.splitlines() == ["| a | b |", "|---|---|", "| 1 | 2 [1, 3] |"]
   study.write_report(tmp_path / "x" / "REPORT.md", "hello\n")
   assert (tmp_path / "x" / "REPORT.md").read_text() == "hello\n"
 
 
-def test_censored_ranks_never_as_slowest_and_verdict_has_both_sections():
-  assert list(study.censored([2.0, None, 1.0])) == [2.0, np.inf, 1.0]
-  text = study.verdict(["- a"], [])
-  assert text.index("## What reproduced") < text.index("- a") < text.index("## What did not")
-  assert text.endswith("- Nothing left over.")
+def test_examples_of_counts_what_an_accuracy_pools(tmp_path):
+  fake_run(tmp_path, "a", curve=[(100, 0.1, 3.0)])
+  runs = study.load_runs(tmp_path)
+  assert study.examples_of(runs, study.mean_of("retrieval_acc/kv_recall/64/d0.00")) == 32
+  assert study.examples_of(runs, study.mean_of("retrieval_acc/kv_recall/64/d0.00",
+                                               "retrieval_acc/kv_recall/64/d0.25")) == 64
+  assert study.examples_of(runs, study.mean_of("retrieval_acc/kv_recall/128")) == 96
+  assert study.examples_of(runs, study.mean_of("short_loss")) is None
 
 
-def test_tokens_cell_is_in_millions_and_counts_the_seeds_that_never_got_there():
-  assert study.tokens_cell([1e6, 3e6, None]) == "2 ± 1.4 [1, 3] (1 never)"
-  assert study.tokens_cell([None, None]) == "never (2 never)"
+def test_bootstrap_intervals_cover_the_truth_and_are_byte_stable():
+  from experiments.toy_study import bootstrap as B
+  rng = np.random.default_rng(1)
+  truth, covered = 0.4, 0
+  for _ in range(40):           # 5 seeds of 64 examples each, drawn around a true 0.4
+    acc = rng.binomial(64, np.clip(rng.normal(truth, 0.05, 5), 0, 1)) / 64
+    iv = B.mean(acc, 64)
+    covered += iv.lo <= truth <= iv.hi
+    assert iv.lo <= iv.point <= iv.hi
+  assert covered >= 30          # ~95% nominal; percentile intervals on 5 seeds run a bit narrow
+  assert str(B.mean([0.2, 0.5, 0.9], 64)) == str(B.mean([0.2, 0.5, 0.9], 64))
+  one = B.mean([0.5], 64)       # one seed: an interval over its examples only
+  assert one.lo < 0.5 < one.hi
+  assert (B.mean([0.5]).lo, B.mean([0.5]).hi) == (0.5, 0.5)
+  assert B.mean([]).fmt() == "-"
+
+
+def test_censored_crossings_stay_in_the_comparison():
+  from experiments.toy_study import bootstrap as B
+  tokens = np.array([1.0, 2.0, 3.0]) * 1e6
+  v = np.array([[0.1, 0.3, 0.5], [0.0, 0.1, 0.2], [0.0, 0.0, 0.1]])
+  np.testing.assert_array_equal(B.first_crossing_K(tokens, v, 0.25), [2e6, np.inf, np.inf])
+  med = B.median_crossing(tokens, v, 0.25)
+  assert med.point == np.inf and med.hi == np.inf         # 2 of 3 never: the median is censored
+  r = B.ratio_of_medians(tokens, v, v[:1].repeat(3, 0), 0.25)
+  assert r.point == np.inf and r.lo >= 1.0
+  assert B.ratio_of_median_values([np.inf] * 3, [np.inf] * 3).point == 1.0   # nothing measured
+  from experiments.toy_study.verdicts import tokens_fmt
+  assert med.fmt(tokens_fmt(3e6)) == "> 3.00M [2.00M, > 3.00M]"
+
+
+def test_verdict_rule_on_each_side_of_the_margin():
+  from experiments.toy_study import verdicts as V
+  from experiments.toy_study.bootstrap import Interval
+  above = V.Claim("c", "p", "e", 0.1, "above")
+  assert V.decide(above, Interval(0.3, 0.2, 0.4, 3)) == V.REPRODUCED
+  assert V.decide(above, Interval(0.0, -0.1, 0.1, 3)) == V.NOT_REPRODUCED
+  assert V.decide(above, Interval(0.1, 0.05, 0.2, 3)) == V.INCONCLUSIVE
+  assert V.decide(above, Interval(0.3, 0.2, 0.4, 3), cannot_fail="a no-op") == V.INCONCLUSIVE
+  below = V.Claim("c", "p", "e", 1.0, "below")
+  assert V.decide(below, Interval(0.5, 0.2, 0.9, 3)) == V.REPRODUCED
+  assert V.decide(below, Interval(2.0, 1.0, 3.0, 3)) == V.NOT_REPRODUCED
+  within = V.Claim("c", "p", "e", 0.05, "within")
+  assert V.decide(within, Interval(0.0, -0.04, 0.04, 3)) == V.REPRODUCED
+  assert V.decide(within, Interval(-0.5, -0.6, -0.2, 3)) == V.NOT_REPRODUCED
+  assert V.decide(within, Interval(0.0, -0.1, 0.1, 3)) == V.INCONCLUSIVE
+  text = V.verdicts_section([V.judge(above, Interval(0.0, -0.1, 0.1, 3), "it failed.")])
+  assert "**not reproduced**" in text and "- c (not reproduced): it failed." in text
+  assert text.endswith("Summary: 0 reproduced, 1 not reproduced, 0 inconclusive.")
+
+
+def test_store_export_keeps_outputs_not_checkpoints(tmp_path):
+  from experiments.toy_study import store
+  path = fake_run(tmp_path / "root", "a", curve=[(100, 0.1, 3.0)])
+  (path / "analysis").mkdir()
+  (path / "analysis" / "trace.json").write_text("{}")
+  (path / "analysis" / "trace.png").write_bytes(b"png")
+  (path / "analysis" / "other.json").write_text("{}")
+  run = study.load_runs(tmp_path / "root")[0]
+  out = store.export_run(run, tmp_path / "store", ("trace*",))
+  assert sorted(p.name for p in out.iterdir()) == [
+      "analysis", "config.json", "eval.jsonl", "metrics.jsonl", "status.json", "train.json"]
+  assert [p.name for p in (out / "analysis").iterdir()] == ["trace.json"]
+  stored = study.load_runs(tmp_path / "store")[0]      # the store reads as a run root
+  assert stored.curve == run.curve and stored.train_seconds() == run.train_seconds()
+  with pytest.raises(SystemExit, match="no stored run outputs in .*; fill it with: CMD"):
+    store.require(tmp_path / "empty", "f", "CMD")

@@ -1,14 +1,18 @@
 """Answer accuracy of a run's checkpoint by query-to-evidence distance, on held-out rows of
 the run's own synthetic training source: does retrieval reach far, or only nearby pairs?
 
-    python experiments/calibration/by_distance.py RUN [--step S] [--rows 64]
+    python experiments/calibration/by_distance.py RUN [--step S] [--rows 64] [--save]
 
 Rows come from a step index no run trains on (10**6), so they are held out. Only the
 ``synthetic`` source is supported (single-token keys, so the evidence is found exactly).
+``--save`` also writes ``RUN/analysis/by_distance-step<S>.json`` (what experiments/calibration/
+run.py exports into the committed store and makes the calibration tables from).
 """
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -16,6 +20,7 @@ from flax import nnx
 
 from hybrid_jax.data.synthetic import KV_MARK, SyntheticRetrieval
 from hybrid_jax.eval.checkpoints import EvalInputError, RunModels
+from hybrid_jax.run import atomic_write_text
 
 HELD_OUT_STEP = 10 ** 6
 BINS = ((1, 8), (8, 16), (16, 32), (32, 64), (64, 128), (128, 256), (256, 10 ** 9))
@@ -48,11 +53,16 @@ def accuracy_by_distance(run: str, step: int | None = None, rows: int = 64) -> d
   return out
 
 
+def saved_path(run, step: int) -> Path:
+  return Path(run) / "analysis" / f"by_distance-step{step}.json"
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("run")
   p.add_argument("--step", type=int, default=None)
   p.add_argument("--rows", type=int, default=64)
+  p.add_argument("--save", action="store_true", help="write RUN/analysis/by_distance-step<S>.json")
   args = p.parse_args(argv)
   try:
     out = accuracy_by_distance(args.run, args.step, args.rows)
@@ -62,6 +72,11 @@ def main(argv=None):
         f"accuracy {out['accuracy']:.3f}")
   for name, b in out["bins"].items():
     print(f"  distance {name:12s} n={b['n']:4d}  accuracy {b['accuracy']:.3f}")
+  if args.save:
+    path = saved_path(args.run, out["step"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(dict(out, run=Path(args.run).name, rows=args.rows)) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The prologue every finding's ``run.py`` shares: its command line, training what the
-shared root lacks, refusing to report on too few seeds, and a headless figure."""
+shared root lacks, exporting the runs' outputs into the committed store, reading them back
+from it (every report is made from the store alone: ``--report-only`` reproduces it byte
+for byte), refusing to report on too few seeds, and a headless figure."""
 
 import argparse
 import dataclasses
@@ -7,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.toy_study import config as T, study
+from experiments.toy_study import config as T, store, study
 
 
 @dataclasses.dataclass
@@ -15,41 +17,85 @@ class Invocation:
   root: str
   parallel: int
   no_train: bool
+  report_only: bool
+  store: Path               # the committed run outputs the report is made from
   out: Path                 # where REPORT.md and its figures go
   here: Path                # the finding's folder (its sweep.py)
+  args: argparse.Namespace | None = None
   train_seconds: float = 0.0
   started: float = dataclasses.field(default_factory=time.monotonic)
 
+  @property
+  def finding(self) -> str:
+    return self.here.name
 
-def parse(doc: str, run_file: str, argv=None) -> Invocation:
-  """``[--root R] [--parallel N] [--no-train] [--out DIR]`` for the runner in ``run_file``."""
+  @property
+  def fill(self) -> str:
+    """The command that fills the store for this finding."""
+    return f"python experiments/{self.finding}/run.py"
+
+
+def parse(doc: str, run_file: str, argv=None, default_store: Path = store.TOY_STUDY,
+          default_root: str = T.ROOT, extra=lambda parser: None) -> Invocation:
+  """``[--root R] [--parallel N] [--no-train | --report-only] [--store DIR] [--out DIR]``;
+  ``extra(parser)`` adds a runner's own options (kept in ``inv.args``)."""
   here = Path(run_file).parent
   p = argparse.ArgumentParser(description=doc.splitlines()[0])
-  p.add_argument("--root", default=T.ROOT)
+  p.add_argument("--root", default=default_root, help="the run root the runs are trained in")
   p.add_argument("--parallel", type=int, default=2)
-  p.add_argument("--no-train", action="store_true", help="report on the finished runs only")
+  mode = p.add_mutually_exclusive_group()
+  mode.add_argument("--no-train", action="store_true",
+                    help="train nothing: analyse and export the root's finished runs, then report")
+  mode.add_argument("--report-only", action="store_true",
+                    help="report from the committed store alone (no root, no JAX compute)")
+  p.add_argument("--store", default=str(default_store),
+                 help="the committed run outputs the report is made from")
   p.add_argument("--out", default=str(here), help="where REPORT.md and its figures go")
+  extra(p)
   a = p.parse_args(argv)
-  return Invocation(a.root, a.parallel, a.no_train, Path(a.out), here)
+  return Invocation(a.root, a.parallel, a.no_train, a.report_only, Path(a.store), Path(a.out),
+                    here, args=a)
 
 
 def train_missing(inv: Invocation) -> Invocation:
-  """Submit the finding's sweep (finished runs are skipped) unless ``--no-train``; records
-  the wall time it took in ``inv.train_seconds``."""
+  """Submit the finding's sweep (finished runs are skipped) unless ``--no-train`` or
+  ``--report-only``; records the wall time it took in ``inv.train_seconds``."""
   t0 = time.monotonic()
-  if not inv.no_train:
+  if not (inv.no_train or inv.report_only):
     study.cli("sweep", "submit", inv.here / "sweep.py", "--root", inv.root, "--parallel", inv.parallel)
   inv.train_seconds = time.monotonic() - t0
   return inv
 
 
-def require_seeds(finding: str, groups: dict, root, need: int = len(T.SEEDS)):
+def root_runs(inv: Invocation) -> list:
+  """The root's finished runs (normal mode), one line and exit when the root is missing."""
+  try:
+    return study.load_runs(inv.root)
+  except study.StudyInputError as e:
+    sys.exit(f"{inv.finding}: {e} (train it with: {inv.fill})")
+
+
+def export(inv: Invocation, runs, analysis: tuple[str, ...] = ()):
+  """Copy the runs' outputs (and the analysis JSONs matching ``analysis``) into the store."""
+  for run in {r.path: r for r in runs}.values():
+    store.export_run(run, inv.store, analysis)
+  print(f"{inv.finding}: exported {len({r.path for r in runs})} runs to {inv.store}")
+
+
+def stored_runs(inv: Invocation) -> list:
+  """The store's runs; one line naming the command that fills it when it is missing."""
+  store.require(inv.store, inv.finding, inv.fill)
+  return study.load_runs(inv.store)
+
+
+def require_seeds(inv: Invocation, groups: dict, source: str, need: int = len(T.SEEDS)):
   """Exit with one line when a group has fewer finished runs than seeds: a report on fewer
-  would claim an effect from what the study did not train."""
+  would claim an effect from what the study did not train. ``source``: "root" or "store"."""
   for name, runs in groups.items():
     if len(runs) < need:
-      sys.exit(f"{finding}: {len(runs)} finished {name} runs under {root}; need {need} "
-               f"(see hybrid-jax sweep status {root})")
+      where = (f"under {inv.root} (see hybrid-jax sweep status {inv.root})" if source == "root"
+               else f"in {store.display(inv.store)} (fill it with: {inv.fill})")
+      sys.exit(f"{inv.finding}: {len(runs)} finished {name} runs {where}; need {need}")
 
 
 def subplots(*args, **kwargs):

@@ -1,16 +1,14 @@
 """Reading a study's runs for its report: which runs are which, their eval curves aligned
-over seeds, mean and spread, tokens to emergence, and the tables and band figures the
-experiments/ reports are made of.
+over seeds, how many examples an accuracy pools, and the tables and band figures the
+experiments/ reports are made of (intervals: ``bootstrap``; verdicts: ``verdicts``).
 
-A report must not average curves that were evaluated differently, or claim an effect
-from one seed: ``curves`` aligns seeds on the eval steps they share, and ``Stats`` carries
-n and the min..max spread with every mean.
+A report must not average curves that were evaluated differently: ``curves`` aligns seeds
+on the eval steps they share.
 """
 
 import dataclasses
 import datetime
 import json
-import math
 import subprocess
 import sys
 import time
@@ -68,7 +66,11 @@ class StudyRun:
 
   def train_seconds(self) -> float | None:
     """Wall time of the training, from the first checkpoint's to the final status's
-    timestamp (the compile before step 1 is left out): enough to state a run's cost."""
+    timestamp (the compile before step 1 is left out): enough to state a run's cost. A
+    stored run (no checkpoints) carries the figure in its ``train.json``."""
+    stored = self.path / "train.json"
+    if stored.exists():
+      return json.loads(stored.read_text())["train_seconds"]
     status = RunDir(self.path, writer=False).read_status() or {}
     first = RunDir(self.path, writer=False).checkpoint_dir / "1"
     if status.get("state") != "done" or not first.exists():
@@ -111,6 +113,24 @@ def mean_of(*keys):
   return metric
 
 
+def examples_of(runs, metric) -> int | None:
+  """How many evaluation examples one value of ``metric`` pools (per run and checkpoint),
+  from the eval settings: a depth cell ``retrieval_acc/<task>/<L>/d<depth>`` holds
+  ``eval.examples``, a length cell ``retrieval_acc/<task>/<L>`` one per depth. None when a
+  key is not an accuracy or the records carry no settings (then intervals are over seeds
+  only)."""
+  settings = runs[0].curve[-1].get("settings") if runs and runs[0].curve else None
+  if not settings or "examples" not in settings:
+    return None
+  n = 0
+  for key in getattr(metric, "keys", ()):
+    parts = key.split("/")
+    if parts[0] != "retrieval_acc" or len(parts) < 3:
+      return None
+    n += settings["examples"] * (1 if len(parts) == 4 else len(settings.get("depths", [1])))
+  return n or None
+
+
 def curves(runs, metric) -> tuple[np.ndarray, np.ndarray]:
   """(tokens_K, values_SxK): each run's metric on the eval steps every run has."""
   if not runs:
@@ -123,59 +143,6 @@ def curves(runs, metric) -> tuple[np.ndarray, np.ndarray]:
   tokens_K = np.array([per_run[0][s][0] for s in steps], dtype=float)
   values_SxK = np.array([[p[s][1] for s in steps] for p in per_run], dtype=float)
   return tokens_K, values_SxK
-
-
-@dataclasses.dataclass
-class Stats:
-  mean: float
-  std: float
-  lo: float
-  hi: float
-  n: int
-
-  def __str__(self):
-    if self.n == 0:
-      return "-"
-    if self.n == 1:
-      return f"{self.mean:.3g} (1 seed)"
-    return f"{self.mean:.3g} ± {self.std:.2g} [{self.lo:.3g}, {self.hi:.3g}]"
-
-
-def stats(values) -> Stats:
-  """Mean, sample std, min and max over seeds; ``None`` entries (never reached) are kept
-  out of the mean but not hidden: n counts the others."""
-  v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-  if v.size == 0:
-    return Stats(math.nan, math.nan, math.nan, math.nan, 0)
-  return Stats(float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0,
-               float(v.min()), float(v.max()), int(v.size))
-
-
-def tokens_to(tokens_K, values_K, threshold: float):
-  """The first evaluated token count at which the metric reaches ``threshold`` (None: never)."""
-  hit = np.nonzero(np.asarray(values_K) >= threshold)[0]
-  return float(tokens_K[hit[0]]) if hit.size else None
-
-
-def censored(values) -> np.ndarray:
-  """Per-seed tokens to a threshold with ``None`` (never reached) as +inf, so a seed that
-  never got there ranks as the slowest instead of dropping out of the comparison."""
-  return np.array([np.inf if v is None else v for v in values], dtype=float)
-
-
-def tokens_cell(values) -> str:
-  """A table cell of per-seed tokens to a threshold, in millions, with how many never got there."""
-  s = stats(values)
-  never = sum(v is None for v in values)
-  cell = "never" if s.n == 0 else str(Stats(s.mean / 1e6, s.std / 1e6, s.lo / 1e6, s.hi / 1e6, s.n))
-  return cell + (f" ({never} never)" if never else "")
-
-
-def verdict(reproduced: list[str], not_reproduced: list[str]) -> str:
-  """A report's two verdict sections, from their bullet lines."""
-  out = ["## What reproduced"] + (reproduced or ["- Nothing of the finding, at this scale."])
-  out += ["", "## What did not, and what would be needed"] + (not_reproduced or ["- Nothing left over."])
-  return "\n".join(out)
 
 
 def markdown_table(header, rows) -> str:
@@ -227,7 +194,8 @@ def save_figure(fig, path) -> str:
   path = Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  # No "Software" stamp (it names the matplotlib version): the same data give the same bytes.
+  fig.savefig(path, dpi=110, metadata={"Software": None})
   plt.close(fig)
   return path.name
 
