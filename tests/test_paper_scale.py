@@ -111,3 +111,27 @@ def test_dry_run_totals_add_up(tmp_path):
   assert float(m.group(3)) == pytest.approx(flops, rel=1e-2)
   assert 1e21 < flops < 1e24                        # 100N..1000N of 15M..477M at 16K context
   assert not root.exists()
+
+
+def test_committed_plan_covers_the_grid_every_run_fits_and_keeps_its_batch():
+  """The plan in experiments/paper_scale/plans was made from the configs the sweep makes now
+  (a changed paper config must be planned again), and every run fits a v5p chip with the
+  configured global batch (a microbatch change divides it; nothing else changed)."""
+  import json
+  from hybrid_jax.launch.cli import parse_overrides
+  from hybrid_jax.plan.cli import config_hash
+
+  class V5p:
+    name = "v5p:2x2x1"
+  path = PAPER_SCALE / "plans" / "scaling.v5p_2x2x1.plan.jsonl"
+  records = {r["run"]: r for r in map(json.loads, path.read_text().splitlines())}
+  runs = grid.plan(grid.load_sweep(PAPER_SCALE / "scaling.py"),
+                   parse_overrides(["--config.mesh.data=1", "--config.mesh.fsdp=-1"]))
+  assert len(runs) == 210 and set(records) == {r.name for r in runs}
+  for r in runs:
+    rec = records[r.name]
+    assert rec["config_hash"] == config_hash(r.resolved, V5p), f"{r.name}: planned from another config"
+    assert rec["fits"] and rec["status"].startswith("fits") and rec["remat"] == "none", r.name
+    assert rec["batch_size"] == r.resolved.train.batch_size and rec["batch_size"] % rec["microbatches"] == 0
+    assert rec["change"] in (None, f"train.microbatches={rec['microbatches']}")
+    assert rec["hbm_total_bytes"] <= rec["hbm_budget_bytes"]
