@@ -6,6 +6,7 @@ through ``pallas_kernels.swa.api`` (window >= T is full causal attention there).
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from hybrid_jax.model import registry
@@ -64,7 +65,8 @@ class Attention(nnx.Module):
     k = self.k_proj(x_NxD).reshape(b, t, self.n_kv_heads, self.head_dim)
     v = self.v_proj(x_NxD).reshape(b, t, self.n_kv_heads, self.head_dim)
     if self.pos == "rope":
-      pos_T = offset + jnp.arange(t)
+      # A Python offset (training, prefill) gives static positions: constant RoPE tables.
+      pos_T = np.arange(offset, offset + t) if isinstance(offset, int) else offset + jnp.arange(t)
       q, k = apply_rope(q, pos_T, self.rope_theta), apply_rope(k, pos_T, self.rope_theta)
     return q, k, v
 

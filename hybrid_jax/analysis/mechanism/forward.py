@@ -14,6 +14,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from hybrid_jax.model import registry
@@ -138,7 +139,7 @@ def attention_rows(mixer, h_BxTxD, rows_BxR, windows_H):
   if mixer.pos == "rope":
     q_BxRxHxDh = jax.vmap(lambda q, p: apply_rope(q[None], p, mixer.rope_theta)[0])(
         q_BxRxHxDh, rows_BxR)
-    k_BxTxKxDh = apply_rope(k_BxTxKxDh, jnp.arange(t), mixer.rope_theta)
+    k_BxTxKxDh = apply_rope(k_BxTxKxDh, np.arange(t), mixer.rope_theta)
   k_BxTxHxDh = jnp.repeat(k_BxTxKxDh, group, axis=2)
   s_BxHxRxT = jnp.einsum("brhd,bthd->bhrt", q_BxRxHxDh.astype(jnp.float32),
                          k_BxTxHxDh.astype(jnp.float32)) * dh ** -0.5
