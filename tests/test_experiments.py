@@ -68,8 +68,9 @@ def _sigmoid_curve(n_steps, onset, top=0.6, short0=3.0, points=8):
            short0 - 0.2 * s / n_steps) for s in steps]
 
 
-def _main_runs(root, onset_by_label, *, nope_boost=0.0):
-  """Three seeds of each toy-xs 30 N model, far retrieval emerging at ``onset`` steps."""
+def _main_runs(root, onset_by_label, *, nope_boost=0.0, old_eval=False):
+  """Three seeds of each toy-xs 30 N model, far retrieval emerging at ``onset`` steps
+  (``old_eval``: eval records from before the filler loss and the distance bins)."""
   specs = {"F": dict(pattern="F", window=16), "SF w=4": dict(pattern="SF", window=4),
            "SF w=16": dict(pattern="SF", window=16), "SF w=32": dict(pattern="SF", window=32),
            "LF": dict(pattern="LF", window=16),
@@ -80,7 +81,7 @@ def _main_runs(root, onset_by_label, *, nope_boost=0.0):
       if "NoPE" in label:
         curve = [(s, a + nope_boost, l + 0.001) for s, a, l in curve]
       fake_run(root, f"{label}-{seed}".replace(" ", "_").replace("=", ""), seed=seed, **specs[label],
-               curve=curve)
+               curve=curve, old_eval=old_eval)
 
 
 def report_both_ways(finding, tmp_path, *extra, configure=lambda runner: None):
@@ -124,13 +125,43 @@ def test_nope_report(tmp_path):
   assert verdict_of(report, "far@64") == "reproduced"       # +0.1 for every seed
   assert verdict_of(report, "short cost") == "reproduced"   # +0.001 nats is < 1%
   assert "| difference | 0.1 [" in report
+  assert verdict_of(report, "far@64 by distance") == "reproduced"
   row = next(line for line in report.splitlines() if line.startswith("| SF w=4 NoPE-full (3) | 0.7"))
-  assert row.count("[") == 4                                  # every metric with its interval
+  assert row.count("[") == 7                                  # every metric with its interval
+  # short loss (filler), answer-token loss and the all-token mean, as fabricated
+  assert "| 2.83 [2.83, 2.83] | 3.83 [3.83, 3.83] | 2.88 [2.88, 2.88] |" in row
   assert "L=128 depth 0.5" in report                          # per depth, at both lengths
+  # per distance bin, at both lengths, intervals Binomial on each bin's count
+  assert "| L=64 d 16-32 | L=64 d 32-64 * | L=128 d 32-64 * | L=128 d 64-128 * |" in report
+  assert "L=64 d 32-64: n=64" in report
+  distance_row = next(line for line in report.split("| accuracy per distance")[1].splitlines()
+                      if line.startswith("| SF w=4 RoPE (3) |"))
+  assert distance_row.count("[") == 4
+  changed = report.split("## Changed metrics")[1]
+  assert "short loss over every token (the old `short_loss`)" in changed
+  assert "not measured" not in report
   stored = sorted(p.name for p in (tmp_path / "store").iterdir())
   assert len(stored) == 9
   assert sorted(p.name for p in (tmp_path / "store" / stored[0]).iterdir()) == [
       "config.json", "eval.jsonl", "metrics.jsonl", "status.json", "train.json"]
+
+
+def test_nope_report_on_old_eval_records_says_not_measured(tmp_path):
+  """Eval records from before issue 18: their short_loss is the all-token mean, never shown
+  as the filler loss, and the distance bins are absent: "not measured", judged inconclusive."""
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400},
+             nope_boost=0.1, old_eval=True)
+  report = report_both_ways("nope_on_full", tmp_path)
+  assert verdict_of(report, "far@64") == "reproduced"
+  assert verdict_of(report, "short cost") == "inconclusive"
+  assert verdict_of(report, "far@64 by distance") == "inconclusive"
+  row = next(line for line in report.splitlines() if line.startswith("| SF w=4 NoPE-full (3) | 0.7"))
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[2] == cells[5] == cells[6] == "not measured"    # by distance, filler, answer
+  assert cells[7] == "2.83 [2.83, 2.83]"                       # the old short_loss, as all-token
+  assert "Accuracy per distance: not measured" in report
+  assert "- short cost (inconclusive): not measured" in report
+  assert "| **reproduced** |" in report.split("## Changed metrics")[1]   # the old all-token claim
 
 
 def test_nope_report_prints_a_failure_as_plainly_as_a_success(tmp_path):

@@ -9,8 +9,11 @@ from experiments.toy_study import study
 
 
 def fake_run(root, name, *, pattern="SF", window=4, pos_full="rope", size="toy-xs", seed=0,
-             budget=30.0, curve=(), state="done", n=197184, extra=None):
-  """A run directory as the trainer leaves it, with an eval curve of (step, far acc, short)."""
+             budget=30.0, curve=(), state="done", n=197184, extra=None, old_eval=False):
+  """A run directory as the trainer leaves it, with an eval curve of (step, far acc, short):
+  ``short`` is the filler-token loss (the answer tokens' loss and the all-token mean beside
+  it), and accuracy per distance bin is written too; ``old_eval``: records as `eval` wrote
+  them before issue 18 (``short_loss`` over every token, no distance bins)."""
   path = root / name
   (path / "checkpoints" / "1").mkdir(parents=True)
   config = dict(model=dict(size=size, pattern=pattern, window=window, pos_full=pos_full,
@@ -28,6 +31,12 @@ def fake_run(root, name, *, pattern="SF", window=4, pos_full="rope", size="toy-x
            "retrieval_acc/kv_recall/128/d0.00": acc / 2, "retrieval_acc/kv_recall/128/d0.25": acc / 2,
            "retrieval_acc/kv_recall/128/d0.50": acc / 2, "retrieval_acc/kv_recall/128": acc / 2,
            "settings": {"examples": 32, "depths": [0.0, 0.25, 0.5], "lengths": [64, 128]}}
+    if not old_eval:
+      rec.update({"short_loss_all": short + 0.05, "short_answer_loss": short + 1.0})
+      for length, lo, hi, n_bin, a in ((64, 16, 32, 32, acc), (64, 32, 64, 64, acc),
+                                       (128, 32, 64, 32, acc / 2), (128, 64, 128, 64, acc / 2)):
+        rec[f"retrieval_acc_by_distance/kv_recall/{length}/{lo}-{hi}"] = a
+        rec[f"retrieval_n_by_distance/kv_recall/{length}/{lo}-{hi}"] = n_bin
     rec.update(extra(step) if extra else {})
     lines.append(json.dumps(rec))
   (path / "eval.jsonl").write_text("\n".join(lines) + "\n")
