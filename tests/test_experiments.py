@@ -139,7 +139,7 @@ def test_nope_report(tmp_path):
   assert distance_row.count("[") == 4
   changed = report.split("## Changed metrics")[1]
   assert "short loss over every token (the old `short_loss`)" in changed
-  assert "not measured" not in report
+  assert "| not measured" not in report and "Accuracy per distance: not measured" not in report
   stored = sorted(p.name for p in (tmp_path / "store").iterdir())
   assert len(stored) == 9
   assert sorted(p.name for p in (tmp_path / "store" / stored[0]).iterdir()) == [
