@@ -290,8 +290,12 @@ def test_scaling_report(tmp_path):
   # A rougher multi-start search keeps the test short.
   report = report_both_ways("scaling", tmp_path, configure=lambda m: setattr(m, "FIT_STARTS", 12))
   rules_come_first(report)
-  fit_rows = [line for line in report.splitlines() if line.startswith("| ") and line.endswith("% |")]
-  assert len(fit_rows) == 5
+  headline, changed = report.split("## Changed metrics")
+  fit_rows = [line for line in headline.splitlines() if line.startswith("| ") and line.endswith("% |")]
+  assert len(fit_rows) == 5                # the filler-token loss's fit
+  assert len([line for line in changed.splitlines()       # the all-token loss's fit, as before
+              if line.startswith("| ") and line.endswith("% |")]) == 5
+  assert "| claim, old metric |" in changed and "as fit, on the short loss over every token" in changed
   for row in fit_rows:     # the fitted law reproduces the fitted sizes and predicts the held-out
     cells = [c.strip() for c in row.strip("|").split("|")]   # one (exponent recovery: test_scaling_fit)
     assert float(cells[3]) > 0.99
@@ -299,7 +303,35 @@ def test_scaling_report(tmp_path):
   assert verdict_of(report, "fit") == "reproduced"
   assert verdict_of(report, "convergence") == "reproduced"
   assert verdict_of(report, "emergence speed") == "reproduced"
+  assert verdict_of(report, "emergence speed by distance") == "reproduced"
+  assert verdict_of(report, "convergence by distance") == "reproduced"
   assert "| toy-3xs | 0." in report                  # the per-size table prints every size
+  assert "| L=64 d 16-32 | L=64 d 32-64 * | L=128 d 32-64 * | L=128 d 64-128 * |" in report
+  assert "| not measured" not in report and "max - min of the architectures' mean far acc by distance" in report
+
+
+def test_scaling_report_on_old_eval_records_says_not_measured(tmp_path):
+  """Eval records from before issue 18: the filler loss and the distance bins are not
+  measured, so the fit claim and the by-distance claims are inconclusive, and the old
+  all-token loss (the old records' short_loss) is still fitted under Changed metrics."""
+  for i, r in enumerate(plan(load_sweep(EXPERIMENTS / "scaling" / "sweep.py"))):
+    m, cfg = r.resolved.model, r.resolved
+    final = 40 * cfg.derived.non_embedding_params ** -0.3 + 300 * cfg.derived.tokens ** -0.3
+    curve = [(s, a, final) for s, a, _ in _sigmoid_curve(cfg.derived.steps, 0.3 * cfg.derived.steps)]
+    fake_run(tmp_path / "root", f"run{i}", pattern=m.pattern, window=m.window, size=m.size,
+             seed=cfg.train.seed, budget=cfg.train.tokens_per_param, n=cfg.derived.non_embedding_params,
+             curve=curve, old_eval=True)
+  report = report_both_ways("scaling", tmp_path, configure=lambda m: setattr(m, "FIT_STARTS", 4))
+  for claim in ("fit", "emergence speed by distance", "convergence by distance"):
+    assert verdict_of(report, claim) == "inconclusive"
+  assert "Fit of the filler-token short loss: not measured" in report
+  assert "Accuracy per distance: not measured" in report
+  changed = report.split("## Changed metrics")[1]
+  assert len([line for line in changed.splitlines() if line.startswith("| ") and line.endswith("% |")]) == 5
+  row = next(line for line in report.splitlines() if line.startswith("| F (3) |"))
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[3:5] == cells[6:8] == ["not measured"] * 2      # far by distance; filler, answer
+  assert cells[8].startswith(f"{cells[8].split()[0]} [") and cells[8] != "not measured"   # all tokens
 
 
 def test_all_findings_sweep_is_the_union_of_the_findings_grids_shared_runs_first():
