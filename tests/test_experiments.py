@@ -185,15 +185,25 @@ def test_nope_report_refuses_missing_seeds_and_a_missing_store(tmp_path):
   assert not (tmp_path / "REPORT.md").exists()
 
 
-def _trace(path, tokens, mass_K, letters="SFSF", top_heads=((1, 0), (3, 1)), drift=True):
+def _trace(path, tokens, mass_K, letters="SFSF", top_heads=((1, 0), (3, 1)), drift=True,
+           beyond=True):
+  """All-needle traces (``trace.json``, ``trace-F.json``) and, with ``beyond``, the traces on
+  needles beyond every window (``-beyond32``): mass ``mass_K`` there, half of it on all
+  needles, whose any-layer top heads are ``top_heads`` (F layers only beyond the windows)."""
   out = path / "analysis"
   out.mkdir(parents=True, exist_ok=True)
   head = lambda m: dict(layer=1, head=0, mass=float(m), norm_entropy=1 - float(m),  # noqa: E731
                         **(dict(q_rel_l2=1 - float(m), k_rel_l2=1 - float(m)) if drift else {}))
-  points = [dict(step=int(t // 4096), tokens=int(t), heads=[head(m)] * 2)
-            for t, m in zip(tokens, mass_K)]
-  (out / "trace.json").write_text(json.dumps(dict(top_heads=[list(h) for h in top_heads], points=points)))
-  (out / "trace-F.json").write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points)))
+  points = lambda scale: [dict(step=int(t // 4096), tokens=int(t), heads=[head(scale * m)] * 2)  # noqa: E731
+                          for t, m in zip(tokens, mass_K)]
+  (out / "trace.json").write_text(json.dumps(dict(top_heads=[list(h) for h in top_heads],
+                                                  points=points(0.5), beyond=0)))
+  (out / "trace-F.json").write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points(0.5),
+                                                    beyond=0)))
+  if beyond:
+    for name in ("trace-beyond32.json", "trace-F-beyond32.json"):
+      (out / name).write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points(1.0),
+                                              beyond=32)))
 
 
 def _laziness_root(root, onsets, mass=None):
@@ -205,7 +215,7 @@ def _laziness_root(root, onsets, mass=None):
     if path.name.startswith("SF"):
       w = int(path.name.split("-")[0][4:])
       curve = mass(w, tokens) if mass else 0.8 / (1 + np.exp(-(tokens / 4096 - onsets[w]) / 50))
-      _trace(path, tokens, curve)
+      _trace(path, tokens, curve, top_heads=((0, 0), (1, 0)))
 
 
 def test_laziness_report(tmp_path):
@@ -217,12 +227,55 @@ def test_laziness_report(tmp_path):
   # The table's emergence column: w=32 emerges near step 900 (+20 per seed) of 4096 tokens.
   row = next(line for line in report.splitlines() if line.startswith("| SF w=32 (3) |"))
   assert 3.3 < float(row.split("|")[2].split("M")[0]) < 4.2
-  heads = [line for line in report.splitlines() if line.startswith("| SF w=32 (3) |")][1]
-  assert "not measured" not in heads and heads.count("[") == 9      # every head metric
+  assert verdict_of(report, "emergence delay by distance") == "reproduced"
+  rows = [line for line in report.splitlines() if line.startswith("| SF w=32 (3) |")]
+  assert len(rows) == 4             # far acc, per distance, heads beyond 32, heads on all needles
+  assert rows[1].count("[") == 4    # every distance bin, with its interval
+  for heads in rows[2:]:
+    assert "not measured" not in heads and heads.count("[") == 9      # every head metric
+  # the any-layer top heads sit in F layers beyond the windows (1.0), half of them on all needles
+  assert rows[2].endswith("| 1 [1, 1] |") and rows[3].endswith("| 0.5 [0.5, 0.5] |")
+  assert report.index("Heads on needles > 32 tokens back (the headline)") < report.index(
+      "Heads on all needles (as before)")
   changed = report.split("## Changed metrics")[1]
   assert "1.49 / 1.09 / 1.34M tokens for windows 4 / 16 / 32" in changed
-  assert "any layer, half the final mass (the first report's)" in changed
-  assert changed.index("## What the analyses") > changed.index("F layers, mass >= 0.1 (the current one)")
+  assert "**Heads on needles beyond every window**" in changed
+  assert "any layer, half the final mass, all needles (the first report's)" in changed
+  assert "F layers, mass >= 0.1, all needles (the second report's)" in changed
+  assert changed.index("## What the evaluation and analyses provide") > changed.index(
+      "F layers, mass >= 0.1, needles > 32 back (the current one)")
+
+
+def test_laziness_report_without_beyond_traces_or_distance_bins_says_not_measured(tmp_path):
+  """A store from before issue 18 (all-needle traces only, old eval records): the headline
+  heads and the by-distance claims are "not measured" and inconclusive; the all-needle
+  metrics are still printed and judged."""
+  root = tmp_path / "root"
+  _main_runs(root, {"F": 300, "SF w=4": 300, "SF w=16": 500, "SF w=32": 900}, old_eval=True)
+  tokens = np.arange(1, 15) * 100 * 4096
+  for path in root.iterdir():
+    if path.name.startswith("SF"):
+      onset = {4: 300, 16: 500, 32: 900}[int(path.name.split("-")[0][4:])]
+      _trace(path, tokens, 0.8 / (1 + np.exp(-(tokens / 4096 - onset) / 50)), beyond=False)
+  # a store as it would be committed (the normal mode would trace the missing ones)
+  runner = load_runner("large_window_laziness")
+  for out in ("a", "b"):
+    runner.main(["--report-only", "--store", str(root), "--out", str(tmp_path / out)])
+  report = (tmp_path / "a" / "REPORT.md").read_text()
+  assert report == (tmp_path / "b" / "REPORT.md").read_text()
+  assert verdict_of(report, "head formation delay") == "inconclusive"
+  assert verdict_of(report, "emergence delay by distance") == "inconclusive"
+  assert verdict_of(report, "emergence delay") == "reproduced"
+  assert "- head formation delay (inconclusive): not measured: the store has no `trace-F-beyond32.json`" in report
+  assert "Accuracy per distance: not measured" in report
+  rows = [line for line in report.splitlines() if line.startswith("| SF w=32 (3) |")]
+  assert rows[1].count("not measured") == 9 and "not measured" not in rows[2]   # beyond; all needles
+  changed = report.split("## Changed metrics")[1]
+  assert "| F layers, mass >= 0.1, all needles (the second report's) |" in changed
+  row = next(line for line in changed.splitlines() if "(the second report's)" in line)
+  assert row.endswith("| reproduced |")
+  row = next(line for line in changed.splitlines() if "(the current one)" in line)
+  assert row.endswith("| not measured | - |")
 
 
 def test_laziness_report_counts_a_window_that_never_emerges_as_censored(tmp_path):
