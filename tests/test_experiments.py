@@ -302,23 +302,37 @@ def test_laziness_report_says_not_measured_without_drift(tmp_path):
   assert verdict_of(report, "emergence delay") != "reproduced"   # same onsets: a ratio near 1
 
 
-def test_full_attention_report(tmp_path):
-  root = tmp_path / "root"
-  _main_runs(root, {"SF w=4": 300, "SF w=16": 300, "SF w=32": 300, "LF": 300})
+def _full_attention_analyses(root, *, beyond=True, old=False):
+  """Analysis files as ``analyze constrain/ablate/probe`` write them, on all needles and (with
+  ``beyond``) on needles beyond every window, where the SWA layers cannot help: capping them
+  costs nothing there, zeroing the top heads costs more. ``old``: files from before issue 18
+  (no ``beyond`` field, ``short_loss`` over every token)."""
   for path in root.iterdir():
     out = path / "analysis"
     out.mkdir()
-    eff = 0.78 if path.name.startswith("SF_w4") else 0.7
-    (out / "constrain-W4-step1444.json").write_text(json.dumps(dict(samples=64, settings=dict(
-        none=dict(acc=0.8, answer_loss=1.0, short_loss=2.0),
-        full_constrained=dict(acc=0.1, answer_loss=4.0, short_loss=2.5),
-        efficient_constrained=dict(acc=eff, answer_loss=1.2, short_loss=2.4)))))
-    (out / "ablate-k2-zero-step1444.json").write_text(json.dumps(dict(samples=64,
-        heads=[[1, 0], [3, 2]], acc=dict(none=0.8, top=0.2, control=0.75),
-        drop=dict(top=0.6, control=0.05))))
-    (out / "probe-C8-step100.json").write_text(json.dumps(dict(accuracy=[0.1] * 4, letters="SFSF")))
-    (out / "probe-C8-step1444.json").write_text(json.dumps(dict(train_test=[256, 64],
-        accuracy=[0.13, 0.6, 0.62, 0.9], letters=path.name[:2] * 2)))
+    for suffix in ("", "-beyond32") if beyond else ("",):
+      far = suffix != ""
+      eff = 0.8 if far else 0.78 if path.name.startswith("SF_w4") else 0.7
+      short = lambda x: (dict(short_loss=x) if old else  # noqa: E731
+                         dict(short_loss=x, short_answer_loss=x + 1, short_loss_all=x + 0.1))
+      field = {} if old else dict(beyond=32 if far else 0)
+      (out / f"constrain-W4{suffix}-step1444.json").write_text(json.dumps(dict(samples=64, **field,
+          settings=dict(none=dict(acc=0.8, answer_loss=1.0, **short(2.0)),
+                        full_constrained=dict(acc=0.1, answer_loss=4.0, **short(2.5)),
+                        efficient_constrained=dict(acc=eff, answer_loss=1.2, **short(2.4))))))
+      (out / f"ablate-k2-zero{suffix}-step1444.json").write_text(json.dumps(dict(samples=64, **field,
+          heads=[[1, 0], [3, 2]], acc=dict(none=0.8, top=0.1 if far else 0.2, control=0.75),
+          drop=dict(top=0.6, control=0.05))))
+      (out / f"probe-C8{suffix}-step100.json").write_text(json.dumps(dict(accuracy=[0.1] * 4,
+                                                                          letters="SFSF")))
+      (out / f"probe-C8{suffix}-step1444.json").write_text(json.dumps(dict(train_test=[256, 64],
+          accuracy=[0.13, 0.6, 0.62, 0.95 if far else 0.9], letters=path.name[:2] * 2, **field)))
+
+
+def test_full_attention_report(tmp_path):
+  root = tmp_path / "root"
+  _main_runs(root, {"SF w=4": 300, "SF w=16": 300, "SF w=32": 300, "LF": 300})
+  _full_attention_analyses(root)
   report = report_both_ways("full_attention_carries_retrieval", tmp_path)
   rules_come_first(report)
   assert verdict_of(report, "cap: SF w=4") == "inconclusive"     # a cap of 4 on window 4
@@ -326,8 +340,47 @@ def test_full_attention_report(tmp_path):
   assert verdict_of(report, "cap: SF w=16") == "reproduced"
   assert verdict_of(report, "heads: SF w=4") == "reproduced"
   assert verdict_of(report, "probe: LF") == "reproduced"
-  assert "| 0.9 [0.854, 0.938] |" in report        # the latest probe (step 1444), with interval
+  headline, changed = report.split("## Changed metrics")
+  assert "| 0.95 [0.917, 0.979] |" in headline      # the latest beyond-window probe, with interval
+  assert "| 0.9 [0.854, 0.938] |" in changed        # the all-needle probe, printed as before
+  # capping SWA-16 costs nothing beyond its window (0.8), 0.1 on all needles (0.7)
+  row = lambda text: next(line for line in text.splitlines() if line.startswith("| SF w=16 (3) | 0.8"))  # noqa: E731
+  assert row(headline).split(" | ")[3] == "0.8 [0.745, 0.854]"
+  assert row(changed).split(" | ")[3] == "0.7 [0.635, 0.76]"
+  assert "| cap: SF w=16 (all needles) |" in changed and "| probe: LF (all needles) |" in changed
+  assert "recurrent layers' cap is the attention cap's operator" in headline
+  assert "state reset every" not in headline          # the old operator is only in Changed metrics
+  # short losses: filler, answer tokens, every token; each in the three settings
+  short = next(line for line in report.splitlines() if line.startswith("| model (seeds) | short loss (filler)"))
+  assert short.count("|") == 11
+  assert "| 2 [2, 2] | 2.5 [2.5, 2.5] | 2.4 [2.4, 2.4] | 3 [3, 3] |" in report
+  assert "| not measured" not in report
   assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-step*.json"))) == 24
+  assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-beyond32-step*.json"))) == 24
+  assert len(list((tmp_path / "store").glob("*/analysis/constrain-W4-beyond32-step*.json"))) == 12
+
+
+def test_full_attention_report_without_beyond_files_says_not_measured(tmp_path):
+  """A store from before issue 18: no beyond-window analyses (the headline is "not
+  measured", judged inconclusive), short losses over every token, and constrain files
+  without a ``beyond`` field (the Lightning row says its recurrent cap may be the old one)."""
+  root = tmp_path / "root"
+  _main_runs(root, {"SF w=4": 300, "SF w=16": 300, "SF w=32": 300, "LF": 300})
+  _full_attention_analyses(root, beyond=False, old=True)
+  runner = load_runner("full_attention_carries_retrieval")
+  for out in ("a", "b"):     # a committed store (the normal mode would run the missing analyses)
+    runner.main(["--report-only", "--store", str(root), "--out", str(tmp_path / out)])
+  report = (tmp_path / "a" / "REPORT.md").read_text()
+  assert report == (tmp_path / "b" / "REPORT.md").read_text()
+  for claim in ("cap: SF w=16", "heads: SF w=4", "probe: LF"):
+    assert verdict_of(report, claim) == "inconclusive"
+  headline, changed = report.split("## Changed metrics")
+  assert "| SF w=16 (3) | not measured |" in headline
+  assert "| cap: SF w=16 (all needles) | " in changed and "| **reproduced** |" in changed
+  assert "predates the one cap operator" in changed
+  short = next(line for line in report.splitlines() if line.startswith("| SF w=16 (3) | not measured")
+               and line.endswith("| 2.4 [2.4, 2.4] |"))        # the old short_loss: all tokens
+  assert short.count("not measured") == 6                      # filler and answer losses
 
 
 def test_scaling_report(tmp_path):
@@ -541,7 +594,11 @@ def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_pat
   assert "not measured" not in report
   stored = sorted(p.name.split("-step")[0] for p in (tmp_path / "store" / "SF16-0" / "analysis").iterdir()
                   if not p.name.startswith("trace"))
-  assert stored == ["ablate-k2-zero", "constrain-W4", "probe-C8"]
+  assert stored == ["ablate-k2-zero", "ablate-k2-zero-beyond32", "constrain-W4", "constrain-W4-beyond32",
+                    "probe-C8", "probe-C8-beyond32"]
+  beyond = json.loads(next((tmp_path / "store" / "SF16-0" / "analysis").glob("probe-C8-beyond32-*")).read_text())
+  assert beyond["beyond"] == 32
+  assert "recurrent layers' cap is the attention cap's operator" in report
 
 
 def _calibration_run(store, name, *, seq_len, n_pairs, batch, steps, size="toy-xs", **data):
