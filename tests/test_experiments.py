@@ -514,9 +514,9 @@ def test_the_check_fails_on_any_byte_difference(tmp_path):
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-  """One real (tiny) SWA-4/full training run, evaluated during training, with both head
-  traces the laziness report reads: its files are exactly what the trainer, the evaluator and
-  ``analyze trace`` write (~30 s)."""
+  """One real (tiny) SWA-4/full training run, evaluated during training, with the four head
+  traces the laziness report reads (all layers / F layers, on all needles / beyond 32): its
+  files are exactly what the trainer, the evaluator and ``analyze trace`` write (~1 min)."""
   import subprocess
   import sys
   run = tmp_path_factory.mktemp("smoke") / "run"
@@ -527,7 +527,8 @@ def smoke_run(tmp_path_factory):
             "--config.train.log_every=1", "--config.eval.every=2", "--config.eval.examples=2",
             "--config.eval.short_rows=2", "--config.checkpoint.every=2"]]
   steps += [["analyze", "trace", str(run), "--task", "kv_recall", "--length", "64", "--top-k", "4",
-             "--samples", "4", *layers] for layers in ([], ["--layers", "F"])]
+             "--samples", "4", *layers, *beyond] for layers in ([], ["--layers", "F"])
+            for beyond in ([], ["--beyond", "32"])]
   for args in steps:
     out = subprocess.run(cli + args, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-800:]
@@ -557,6 +558,9 @@ def test_a_store_made_from_real_smoke_runs_reports_byte_for_byte(smoke_run, tmp_
              pos_full=pos_full, window=window, seed=seed)
   report = report_both_ways("nope_on_full", tmp_path)
   assert "| F (RoPE) (3) |" in report and "## Verdicts" in report
+  # the real eval writes the filler / answer / all-token losses and the distance bins
+  assert "| not measured" not in report and "Accuracy per distance: not measured" not in report
+  assert "L=64 d 32-64 *" in report
   stored = tmp_path / "store" / "F-rope-0"
   assert (stored / "eval.jsonl").read_bytes() == (smoke_run / "eval.jsonl").read_bytes()
   assert (stored / "metrics.jsonl").read_bytes() == (smoke_run / "metrics.jsonl").read_bytes()
@@ -571,9 +575,11 @@ def test_laziness_reports_byte_for_byte_from_real_traces(smoke_run, tmp_path):
       _clone(smoke_run, tmp_path / "root", f"SF{window}-{seed}", pattern="SF", window=window, seed=seed)
     _clone(smoke_run, tmp_path / "root", f"F-{seed}", pattern="F", window=16, seed=seed)
   report = report_both_ways("large_window_laziness", tmp_path)
-  assert "not measured" not in report
+  assert "| not measured" not in report and "Accuracy per distance: not measured" not in report
   assert sorted(p.name for p in (tmp_path / "store" / "SF32-0" / "analysis").iterdir()) == [
-      "trace-F.json", "trace.json"]
+      "trace-F-beyond32.json", "trace-F.json", "trace-beyond32.json", "trace.json"]
+  assert json.loads((tmp_path / "store" / "SF32-0" / "analysis" / "trace-F-beyond32.json").read_text())[
+      "beyond"] == 32
 
 
 def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_path):
@@ -591,7 +597,7 @@ def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_pat
   _clone(work, tmp_path / "root", "LF-0", pattern="LF", window=16, seed=0)
   report = report_both_ways("full_attention_carries_retrieval", tmp_path)
   assert "cannot fail by construction: the SWA layers' window 4" in report
-  assert "not measured" not in report
+  assert "| not measured" not in report
   stored = sorted(p.name.split("-step")[0] for p in (tmp_path / "store" / "SF16-0" / "analysis").iterdir()
                   if not p.name.startswith("trace"))
   assert stored == ["ablate-k2-zero", "ablate-k2-zero-beyond32", "constrain-W4", "constrain-W4-beyond32",
