@@ -68,8 +68,9 @@ def _sigmoid_curve(n_steps, onset, top=0.6, short0=3.0, points=8):
            short0 - 0.2 * s / n_steps) for s in steps]
 
 
-def _main_runs(root, onset_by_label, *, nope_boost=0.0):
-  """Three seeds of each toy-xs 30 N model, far retrieval emerging at ``onset`` steps."""
+def _main_runs(root, onset_by_label, *, nope_boost=0.0, old_eval=False):
+  """Three seeds of each toy-xs 30 N model, far retrieval emerging at ``onset`` steps
+  (``old_eval``: eval records from before the filler loss and the distance bins)."""
   specs = {"F": dict(pattern="F", window=16), "SF w=4": dict(pattern="SF", window=4),
            "SF w=16": dict(pattern="SF", window=16), "SF w=32": dict(pattern="SF", window=32),
            "LF": dict(pattern="LF", window=16),
@@ -80,7 +81,7 @@ def _main_runs(root, onset_by_label, *, nope_boost=0.0):
       if "NoPE" in label:
         curve = [(s, a + nope_boost, l + 0.001) for s, a, l in curve]
       fake_run(root, f"{label}-{seed}".replace(" ", "_").replace("=", ""), seed=seed, **specs[label],
-               curve=curve)
+               curve=curve, old_eval=old_eval)
 
 
 def report_both_ways(finding, tmp_path, *extra, configure=lambda runner: None):
@@ -124,13 +125,43 @@ def test_nope_report(tmp_path):
   assert verdict_of(report, "far@64") == "reproduced"       # +0.1 for every seed
   assert verdict_of(report, "short cost") == "reproduced"   # +0.001 nats is < 1%
   assert "| difference | 0.1 [" in report
+  assert verdict_of(report, "far@64 by distance") == "reproduced"
   row = next(line for line in report.splitlines() if line.startswith("| SF w=4 NoPE-full (3) | 0.7"))
-  assert row.count("[") == 4                                  # every metric with its interval
+  assert row.count("[") == 7                                  # every metric with its interval
+  # short loss (filler), answer-token loss and the all-token mean, as fabricated
+  assert "| 2.83 [2.83, 2.83] | 3.83 [3.83, 3.83] | 2.88 [2.88, 2.88] |" in row
   assert "L=128 depth 0.5" in report                          # per depth, at both lengths
+  # per distance bin, at both lengths, intervals Binomial on each bin's count
+  assert "| L=64 d 16-32 | L=64 d 32-64 * | L=128 d 32-64 * | L=128 d 64-128 * |" in report
+  assert "L=64 d 32-64: n=64" in report
+  distance_row = next(line for line in report.split("| accuracy per distance")[1].splitlines()
+                      if line.startswith("| SF w=4 RoPE (3) |"))
+  assert distance_row.count("[") == 4
+  changed = report.split("## Changed metrics")[1]
+  assert "short loss over every token (the old `short_loss`)" in changed
+  assert "| not measured" not in report and "Accuracy per distance: not measured" not in report
   stored = sorted(p.name for p in (tmp_path / "store").iterdir())
   assert len(stored) == 9
   assert sorted(p.name for p in (tmp_path / "store" / stored[0]).iterdir()) == [
       "config.json", "eval.jsonl", "metrics.jsonl", "status.json", "train.json"]
+
+
+def test_nope_report_on_old_eval_records_says_not_measured(tmp_path):
+  """Eval records from before issue 18: their short_loss is the all-token mean, never shown
+  as the filler loss, and the distance bins are absent: "not measured", judged inconclusive."""
+  _main_runs(tmp_path / "root", {"F": 300, "SF w=4": 400, "SF w=4 NoPE-full": 400},
+             nope_boost=0.1, old_eval=True)
+  report = report_both_ways("nope_on_full", tmp_path)
+  assert verdict_of(report, "far@64") == "reproduced"
+  assert verdict_of(report, "short cost") == "inconclusive"
+  assert verdict_of(report, "far@64 by distance") == "inconclusive"
+  row = next(line for line in report.splitlines() if line.startswith("| SF w=4 NoPE-full (3) | 0.7"))
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[2] == cells[5] == cells[6] == "not measured"    # by distance, filler, answer
+  assert cells[7] == "2.83 [2.83, 2.83]"                       # the old short_loss, as all-token
+  assert "Accuracy per distance: not measured" in report
+  assert "- short cost (inconclusive): not measured" in report
+  assert "| **reproduced** |" in report.split("## Changed metrics")[1]   # the old all-token claim
 
 
 def test_nope_report_prints_a_failure_as_plainly_as_a_success(tmp_path):
@@ -154,15 +185,25 @@ def test_nope_report_refuses_missing_seeds_and_a_missing_store(tmp_path):
   assert not (tmp_path / "REPORT.md").exists()
 
 
-def _trace(path, tokens, mass_K, letters="SFSF", top_heads=((1, 0), (3, 1)), drift=True):
+def _trace(path, tokens, mass_K, letters="SFSF", top_heads=((1, 0), (3, 1)), drift=True,
+           beyond=True):
+  """All-needle traces (``trace.json``, ``trace-F.json``) and, with ``beyond``, the traces on
+  needles beyond every window (``-beyond32``): mass ``mass_K`` there, half of it on all
+  needles, whose any-layer top heads are ``top_heads`` (F layers only beyond the windows)."""
   out = path / "analysis"
   out.mkdir(parents=True, exist_ok=True)
   head = lambda m: dict(layer=1, head=0, mass=float(m), norm_entropy=1 - float(m),  # noqa: E731
                         **(dict(q_rel_l2=1 - float(m), k_rel_l2=1 - float(m)) if drift else {}))
-  points = [dict(step=int(t // 4096), tokens=int(t), heads=[head(m)] * 2)
-            for t, m in zip(tokens, mass_K)]
-  (out / "trace.json").write_text(json.dumps(dict(top_heads=[list(h) for h in top_heads], points=points)))
-  (out / "trace-F.json").write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points)))
+  points = lambda scale: [dict(step=int(t // 4096), tokens=int(t), heads=[head(scale * m)] * 2)  # noqa: E731
+                          for t, m in zip(tokens, mass_K)]
+  (out / "trace.json").write_text(json.dumps(dict(top_heads=[list(h) for h in top_heads],
+                                                  points=points(0.5), beyond=0)))
+  (out / "trace-F.json").write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points(0.5),
+                                                    beyond=0)))
+  if beyond:
+    for name in ("trace-beyond32.json", "trace-F-beyond32.json"):
+      (out / name).write_text(json.dumps(dict(top_heads=[[1, 0], [3, 1]], points=points(1.0),
+                                              beyond=32)))
 
 
 def _laziness_root(root, onsets, mass=None):
@@ -174,7 +215,7 @@ def _laziness_root(root, onsets, mass=None):
     if path.name.startswith("SF"):
       w = int(path.name.split("-")[0][4:])
       curve = mass(w, tokens) if mass else 0.8 / (1 + np.exp(-(tokens / 4096 - onsets[w]) / 50))
-      _trace(path, tokens, curve)
+      _trace(path, tokens, curve, top_heads=((0, 0), (1, 0)))
 
 
 def test_laziness_report(tmp_path):
@@ -186,12 +227,55 @@ def test_laziness_report(tmp_path):
   # The table's emergence column: w=32 emerges near step 900 (+20 per seed) of 4096 tokens.
   row = next(line for line in report.splitlines() if line.startswith("| SF w=32 (3) |"))
   assert 3.3 < float(row.split("|")[2].split("M")[0]) < 4.2
-  heads = [line for line in report.splitlines() if line.startswith("| SF w=32 (3) |")][1]
-  assert "not measured" not in heads and heads.count("[") == 9      # every head metric
+  assert verdict_of(report, "emergence delay by distance") == "reproduced"
+  rows = [line for line in report.splitlines() if line.startswith("| SF w=32 (3) |")]
+  assert len(rows) == 4             # far acc, per distance, heads beyond 32, heads on all needles
+  assert rows[1].count("[") == 4    # every distance bin, with its interval
+  for heads in rows[2:]:
+    assert "not measured" not in heads and heads.count("[") == 9      # every head metric
+  # the any-layer top heads sit in F layers beyond the windows (1.0), half of them on all needles
+  assert rows[2].endswith("| 1 [1, 1] |") and rows[3].endswith("| 0.5 [0.5, 0.5] |")
+  assert report.index("Heads on needles > 32 tokens back (the headline)") < report.index(
+      "Heads on all needles (as before)")
   changed = report.split("## Changed metrics")[1]
   assert "1.49 / 1.09 / 1.34M tokens for windows 4 / 16 / 32" in changed
-  assert "any layer, half the final mass (the first report's)" in changed
-  assert changed.index("## What the analyses") > changed.index("F layers, mass >= 0.1 (the current one)")
+  assert "**Heads on needles beyond every window**" in changed
+  assert "any layer, half the final mass, all needles (the first report's)" in changed
+  assert "F layers, mass >= 0.1, all needles (the second report's)" in changed
+  assert changed.index("## What the evaluation and analyses provide") > changed.index(
+      "F layers, mass >= 0.1, needles > 32 back (the current one)")
+
+
+def test_laziness_report_without_beyond_traces_or_distance_bins_says_not_measured(tmp_path):
+  """A store from before issue 18 (all-needle traces only, old eval records): the headline
+  heads and the by-distance claims are "not measured" and inconclusive; the all-needle
+  metrics are still printed and judged."""
+  root = tmp_path / "root"
+  _main_runs(root, {"F": 300, "SF w=4": 300, "SF w=16": 500, "SF w=32": 900}, old_eval=True)
+  tokens = np.arange(1, 15) * 100 * 4096
+  for path in root.iterdir():
+    if path.name.startswith("SF"):
+      onset = {4: 300, 16: 500, 32: 900}[int(path.name.split("-")[0][4:])]
+      _trace(path, tokens, 0.8 / (1 + np.exp(-(tokens / 4096 - onset) / 50)), beyond=False)
+  # a store as it would be committed (the normal mode would trace the missing ones)
+  runner = load_runner("large_window_laziness")
+  for out in ("a", "b"):
+    runner.main(["--report-only", "--store", str(root), "--out", str(tmp_path / out)])
+  report = (tmp_path / "a" / "REPORT.md").read_text()
+  assert report == (tmp_path / "b" / "REPORT.md").read_text()
+  assert verdict_of(report, "head formation delay") == "inconclusive"
+  assert verdict_of(report, "emergence delay by distance") == "inconclusive"
+  assert verdict_of(report, "emergence delay") == "reproduced"
+  assert "- head formation delay (inconclusive): not measured: the store has no `trace-F-beyond32.json`" in report
+  assert "Accuracy per distance: not measured" in report
+  rows = [line for line in report.splitlines() if line.startswith("| SF w=32 (3) |")]
+  assert rows[1].count("not measured") == 9 and "not measured" not in rows[2]   # beyond; all needles
+  changed = report.split("## Changed metrics")[1]
+  assert "| F layers, mass >= 0.1, all needles (the second report's) |" in changed
+  row = next(line for line in changed.splitlines() if "(the second report's)" in line)
+  assert row.endswith("| reproduced |")
+  row = next(line for line in changed.splitlines() if "(the current one)" in line)
+  assert row.endswith("| not measured | - |")
 
 
 def test_laziness_report_counts_a_window_that_never_emerges_as_censored(tmp_path):
@@ -218,23 +302,37 @@ def test_laziness_report_says_not_measured_without_drift(tmp_path):
   assert verdict_of(report, "emergence delay") != "reproduced"   # same onsets: a ratio near 1
 
 
-def test_full_attention_report(tmp_path):
-  root = tmp_path / "root"
-  _main_runs(root, {"SF w=4": 300, "SF w=16": 300, "SF w=32": 300, "LF": 300})
+def _full_attention_analyses(root, *, beyond=True, old=False):
+  """Analysis files as ``analyze constrain/ablate/probe`` write them, on all needles and (with
+  ``beyond``) on needles beyond every window, where the SWA layers cannot help: capping them
+  costs nothing there, zeroing the top heads costs more. ``old``: files from before issue 18
+  (no ``beyond`` field, ``short_loss`` over every token)."""
   for path in root.iterdir():
     out = path / "analysis"
     out.mkdir()
-    eff = 0.78 if path.name.startswith("SF_w4") else 0.7
-    (out / "constrain-W4-step1444.json").write_text(json.dumps(dict(samples=64, settings=dict(
-        none=dict(acc=0.8, answer_loss=1.0, short_loss=2.0),
-        full_constrained=dict(acc=0.1, answer_loss=4.0, short_loss=2.5),
-        efficient_constrained=dict(acc=eff, answer_loss=1.2, short_loss=2.4)))))
-    (out / "ablate-k2-zero-step1444.json").write_text(json.dumps(dict(samples=64,
-        heads=[[1, 0], [3, 2]], acc=dict(none=0.8, top=0.2, control=0.75),
-        drop=dict(top=0.6, control=0.05))))
-    (out / "probe-C8-step100.json").write_text(json.dumps(dict(accuracy=[0.1] * 4, letters="SFSF")))
-    (out / "probe-C8-step1444.json").write_text(json.dumps(dict(train_test=[256, 64],
-        accuracy=[0.13, 0.6, 0.62, 0.9], letters=path.name[:2] * 2)))
+    for suffix in ("", "-beyond32") if beyond else ("",):
+      far = suffix != ""
+      eff = 0.8 if far else 0.78 if path.name.startswith("SF_w4") else 0.7
+      short = lambda x: (dict(short_loss=x) if old else  # noqa: E731
+                         dict(short_loss=x, short_answer_loss=x + 1, short_loss_all=x + 0.1))
+      field = {} if old else dict(beyond=32 if far else 0)
+      (out / f"constrain-W4{suffix}-step1444.json").write_text(json.dumps(dict(samples=64, **field,
+          settings=dict(none=dict(acc=0.8, answer_loss=1.0, **short(2.0)),
+                        full_constrained=dict(acc=0.1, answer_loss=4.0, **short(2.5)),
+                        efficient_constrained=dict(acc=eff, answer_loss=1.2, **short(2.4))))))
+      (out / f"ablate-k2-zero{suffix}-step1444.json").write_text(json.dumps(dict(samples=64, **field,
+          heads=[[1, 0], [3, 2]], acc=dict(none=0.8, top=0.1 if far else 0.2, control=0.75),
+          drop=dict(top=0.6, control=0.05))))
+      (out / f"probe-C8{suffix}-step100.json").write_text(json.dumps(dict(accuracy=[0.1] * 4,
+                                                                          letters="SFSF")))
+      (out / f"probe-C8{suffix}-step1444.json").write_text(json.dumps(dict(train_test=[256, 64],
+          accuracy=[0.13, 0.6, 0.62, 0.95 if far else 0.9], letters=path.name[:2] * 2, **field)))
+
+
+def test_full_attention_report(tmp_path):
+  root = tmp_path / "root"
+  _main_runs(root, {"SF w=4": 300, "SF w=16": 300, "SF w=32": 300, "LF": 300})
+  _full_attention_analyses(root)
   report = report_both_ways("full_attention_carries_retrieval", tmp_path)
   rules_come_first(report)
   assert verdict_of(report, "cap: SF w=4") == "inconclusive"     # a cap of 4 on window 4
@@ -242,8 +340,47 @@ def test_full_attention_report(tmp_path):
   assert verdict_of(report, "cap: SF w=16") == "reproduced"
   assert verdict_of(report, "heads: SF w=4") == "reproduced"
   assert verdict_of(report, "probe: LF") == "reproduced"
-  assert "| 0.9 [0.854, 0.938] |" in report        # the latest probe (step 1444), with interval
+  headline, changed = report.split("## Changed metrics")
+  assert "| 0.95 [0.917, 0.979] |" in headline      # the latest beyond-window probe, with interval
+  assert "| 0.9 [0.854, 0.938] |" in changed        # the all-needle probe, printed as before
+  # capping SWA-16 costs nothing beyond its window (0.8), 0.1 on all needles (0.7)
+  row = lambda text: next(line for line in text.splitlines() if line.startswith("| SF w=16 (3) | 0.8"))  # noqa: E731
+  assert row(headline).split(" | ")[3] == "0.8 [0.745, 0.854]"
+  assert row(changed).split(" | ")[3] == "0.7 [0.635, 0.76]"
+  assert "| cap: SF w=16 (all needles) |" in changed and "| probe: LF (all needles) |" in changed
+  assert "recurrent layers' cap is the attention cap's operator" in headline
+  assert "state reset every" not in headline          # the old operator is only in Changed metrics
+  # short losses: filler, answer tokens, every token; each in the three settings
+  short = next(line for line in report.splitlines() if line.startswith("| model (seeds) | short loss (filler)"))
+  assert short.count("|") == 11
+  assert "| 2 [2, 2] | 2.5 [2.5, 2.5] | 2.4 [2.4, 2.4] | 3 [3, 3] |" in report
+  assert "| not measured" not in report
   assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-step*.json"))) == 24
+  assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-beyond32-step*.json"))) == 24
+  assert len(list((tmp_path / "store").glob("*/analysis/constrain-W4-beyond32-step*.json"))) == 12
+
+
+def test_full_attention_report_without_beyond_files_says_not_measured(tmp_path):
+  """A store from before issue 18: no beyond-window analyses (the headline is "not
+  measured", judged inconclusive), short losses over every token, and constrain files
+  without a ``beyond`` field (the Lightning row says its recurrent cap may be the old one)."""
+  root = tmp_path / "root"
+  _main_runs(root, {"SF w=4": 300, "SF w=16": 300, "SF w=32": 300, "LF": 300})
+  _full_attention_analyses(root, beyond=False, old=True)
+  runner = load_runner("full_attention_carries_retrieval")
+  for out in ("a", "b"):     # a committed store (the normal mode would run the missing analyses)
+    runner.main(["--report-only", "--store", str(root), "--out", str(tmp_path / out)])
+  report = (tmp_path / "a" / "REPORT.md").read_text()
+  assert report == (tmp_path / "b" / "REPORT.md").read_text()
+  for claim in ("cap: SF w=16", "heads: SF w=4", "probe: LF"):
+    assert verdict_of(report, claim) == "inconclusive"
+  headline, changed = report.split("## Changed metrics")
+  assert "| SF w=16 (3) | not measured |" in headline
+  assert "| cap: SF w=16 (all needles) | " in changed and "| **reproduced** |" in changed
+  assert "predates the one cap operator" in changed
+  short = next(line for line in report.splitlines() if line.startswith("| SF w=16 (3) | not measured")
+               and line.endswith("| 2.4 [2.4, 2.4] |"))        # the old short_loss: all tokens
+  assert short.count("not measured") == 6                      # filler and answer losses
 
 
 def test_scaling_report(tmp_path):
@@ -259,8 +396,12 @@ def test_scaling_report(tmp_path):
   # A rougher multi-start search keeps the test short.
   report = report_both_ways("scaling", tmp_path, configure=lambda m: setattr(m, "FIT_STARTS", 12))
   rules_come_first(report)
-  fit_rows = [line for line in report.splitlines() if line.startswith("| ") and line.endswith("% |")]
-  assert len(fit_rows) == 5
+  headline, changed = report.split("## Changed metrics")
+  fit_rows = [line for line in headline.splitlines() if line.startswith("| ") and line.endswith("% |")]
+  assert len(fit_rows) == 5                # the filler-token loss's fit
+  assert len([line for line in changed.splitlines()       # the all-token loss's fit, as before
+              if line.startswith("| ") and line.endswith("% |")]) == 5
+  assert "| claim, old metric |" in changed and "as fit, on the short loss over every token" in changed
   for row in fit_rows:     # the fitted law reproduces the fitted sizes and predicts the held-out
     cells = [c.strip() for c in row.strip("|").split("|")]   # one (exponent recovery: test_scaling_fit)
     assert float(cells[3]) > 0.99
@@ -268,7 +409,35 @@ def test_scaling_report(tmp_path):
   assert verdict_of(report, "fit") == "reproduced"
   assert verdict_of(report, "convergence") == "reproduced"
   assert verdict_of(report, "emergence speed") == "reproduced"
+  assert verdict_of(report, "emergence speed by distance") == "reproduced"
+  assert verdict_of(report, "convergence by distance") == "reproduced"
   assert "| toy-3xs | 0." in report                  # the per-size table prints every size
+  assert "| L=64 d 16-32 | L=64 d 32-64 * | L=128 d 32-64 * | L=128 d 64-128 * |" in report
+  assert "| not measured" not in report and "max - min of the architectures' mean far acc by distance" in report
+
+
+def test_scaling_report_on_old_eval_records_says_not_measured(tmp_path):
+  """Eval records from before issue 18: the filler loss and the distance bins are not
+  measured, so the fit claim and the by-distance claims are inconclusive, and the old
+  all-token loss (the old records' short_loss) is still fitted under Changed metrics."""
+  for i, r in enumerate(plan(load_sweep(EXPERIMENTS / "scaling" / "sweep.py"))):
+    m, cfg = r.resolved.model, r.resolved
+    final = 40 * cfg.derived.non_embedding_params ** -0.3 + 300 * cfg.derived.tokens ** -0.3
+    curve = [(s, a, final) for s, a, _ in _sigmoid_curve(cfg.derived.steps, 0.3 * cfg.derived.steps)]
+    fake_run(tmp_path / "root", f"run{i}", pattern=m.pattern, window=m.window, size=m.size,
+             seed=cfg.train.seed, budget=cfg.train.tokens_per_param, n=cfg.derived.non_embedding_params,
+             curve=curve, old_eval=True)
+  report = report_both_ways("scaling", tmp_path, configure=lambda m: setattr(m, "FIT_STARTS", 4))
+  for claim in ("fit", "emergence speed by distance", "convergence by distance"):
+    assert verdict_of(report, claim) == "inconclusive"
+  assert "Fit of the filler-token short loss: not measured" in report
+  assert "Accuracy per distance: not measured" in report
+  changed = report.split("## Changed metrics")[1]
+  assert len([line for line in changed.splitlines() if line.startswith("| ") and line.endswith("% |")]) == 5
+  row = next(line for line in report.splitlines() if line.startswith("| F (3) |"))
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[3:5] == cells[6:8] == ["not measured"] * 2      # far by distance; filler, answer
+  assert cells[8].startswith(f"{cells[8].split()[0]} [") and cells[8] != "not measured"   # all tokens
 
 
 def test_all_findings_sweep_is_the_union_of_the_findings_grids_shared_runs_first():
@@ -345,9 +514,9 @@ def test_the_check_fails_on_any_byte_difference(tmp_path):
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-  """One real (tiny) SWA-4/full training run, evaluated during training, with both head
-  traces the laziness report reads: its files are exactly what the trainer, the evaluator and
-  ``analyze trace`` write (~30 s)."""
+  """One real (tiny) SWA-4/full training run, evaluated during training, with the four head
+  traces the laziness report reads (all layers / F layers, on all needles / beyond 32): its
+  files are exactly what the trainer, the evaluator and ``analyze trace`` write (~1 min)."""
   import subprocess
   import sys
   run = tmp_path_factory.mktemp("smoke") / "run"
@@ -358,7 +527,8 @@ def smoke_run(tmp_path_factory):
             "--config.train.log_every=1", "--config.eval.every=2", "--config.eval.examples=2",
             "--config.eval.short_rows=2", "--config.checkpoint.every=2"]]
   steps += [["analyze", "trace", str(run), "--task", "kv_recall", "--length", "64", "--top-k", "4",
-             "--samples", "4", *layers] for layers in ([], ["--layers", "F"])]
+             "--samples", "4", *layers, *beyond] for layers in ([], ["--layers", "F"])
+            for beyond in ([], ["--beyond", "32"])]
   for args in steps:
     out = subprocess.run(cli + args, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-800:]
@@ -388,6 +558,9 @@ def test_a_store_made_from_real_smoke_runs_reports_byte_for_byte(smoke_run, tmp_
              pos_full=pos_full, window=window, seed=seed)
   report = report_both_ways("nope_on_full", tmp_path)
   assert "| F (RoPE) (3) |" in report and "## Verdicts" in report
+  # the real eval writes the filler / answer / all-token losses and the distance bins
+  assert "| not measured" not in report and "Accuracy per distance: not measured" not in report
+  assert "L=64 d 32-64 *" in report
   stored = tmp_path / "store" / "F-rope-0"
   assert (stored / "eval.jsonl").read_bytes() == (smoke_run / "eval.jsonl").read_bytes()
   assert (stored / "metrics.jsonl").read_bytes() == (smoke_run / "metrics.jsonl").read_bytes()
@@ -402,9 +575,11 @@ def test_laziness_reports_byte_for_byte_from_real_traces(smoke_run, tmp_path):
       _clone(smoke_run, tmp_path / "root", f"SF{window}-{seed}", pattern="SF", window=window, seed=seed)
     _clone(smoke_run, tmp_path / "root", f"F-{seed}", pattern="F", window=16, seed=seed)
   report = report_both_ways("large_window_laziness", tmp_path)
-  assert "not measured" not in report
+  assert "| not measured" not in report and "Accuracy per distance: not measured" not in report
   assert sorted(p.name for p in (tmp_path / "store" / "SF32-0" / "analysis").iterdir()) == [
-      "trace-F.json", "trace.json"]
+      "trace-F-beyond32.json", "trace-F.json", "trace-beyond32.json", "trace.json"]
+  assert json.loads((tmp_path / "store" / "SF32-0" / "analysis" / "trace-F-beyond32.json").read_text())[
+      "beyond"] == 32
 
 
 def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_path):
@@ -422,10 +597,14 @@ def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_pat
   _clone(work, tmp_path / "root", "LF-0", pattern="LF", window=16, seed=0)
   report = report_both_ways("full_attention_carries_retrieval", tmp_path)
   assert "cannot fail by construction: the SWA layers' window 4" in report
-  assert "not measured" not in report
+  assert "| not measured" not in report
   stored = sorted(p.name.split("-step")[0] for p in (tmp_path / "store" / "SF16-0" / "analysis").iterdir()
                   if not p.name.startswith("trace"))
-  assert stored == ["ablate-k2-zero", "constrain-W4", "probe-C8"]
+  assert stored == ["ablate-k2-zero", "ablate-k2-zero-beyond32", "constrain-W4", "constrain-W4-beyond32",
+                    "probe-C8", "probe-C8-beyond32"]
+  beyond = json.loads(next((tmp_path / "store" / "SF16-0" / "analysis").glob("probe-C8-beyond32-*")).read_text())
+  assert beyond["beyond"] == 32
+  assert "recurrent layers' cap is the attention cap's operator" in report
 
 
 def _calibration_run(store, name, *, seq_len, n_pairs, batch, steps, size="toy-xs", **data):

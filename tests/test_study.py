@@ -9,8 +9,11 @@ from experiments.toy_study import study
 
 
 def fake_run(root, name, *, pattern="SF", window=4, pos_full="rope", size="toy-xs", seed=0,
-             budget=30.0, curve=(), state="done", n=197184, extra=None):
-  """A run directory as the trainer leaves it, with an eval curve of (step, far acc, short)."""
+             budget=30.0, curve=(), state="done", n=197184, extra=None, old_eval=False):
+  """A run directory as the trainer leaves it, with an eval curve of (step, far acc, short):
+  ``short`` is the filler-token loss (the answer tokens' loss and the all-token mean beside
+  it), and accuracy per distance bin is written too; ``old_eval``: records as `eval` wrote
+  them before issue 18 (``short_loss`` over every token, no distance bins)."""
   path = root / name
   (path / "checkpoints" / "1").mkdir(parents=True)
   config = dict(model=dict(size=size, pattern=pattern, window=window, pos_full=pos_full,
@@ -28,6 +31,12 @@ def fake_run(root, name, *, pattern="SF", window=4, pos_full="rope", size="toy-x
            "retrieval_acc/kv_recall/128/d0.00": acc / 2, "retrieval_acc/kv_recall/128/d0.25": acc / 2,
            "retrieval_acc/kv_recall/128/d0.50": acc / 2, "retrieval_acc/kv_recall/128": acc / 2,
            "settings": {"examples": 32, "depths": [0.0, 0.25, 0.5], "lengths": [64, 128]}}
+    if not old_eval:
+      rec.update({"short_loss_all": short + 0.05, "short_answer_loss": short + 1.0})
+      for length, lo, hi, n_bin, a in ((64, 16, 32, 32, acc), (64, 32, 64, 64, acc),
+                                       (128, 32, 64, 32, acc / 2), (128, 64, 128, 64, acc / 2)):
+        rec[f"retrieval_acc_by_distance/kv_recall/{length}/{lo}-{hi}"] = a
+        rec[f"retrieval_n_by_distance/kv_recall/{length}/{lo}-{hi}"] = n_bin
     rec.update(extra(step) if extra else {})
     lines.append(json.dumps(rec))
   (path / "eval.jsonl").write_text("\n".join(lines) + "\n")
@@ -173,3 +182,44 @@ def test_store_export_keeps_outputs_not_checkpoints(tmp_path):
   assert stored.curve == run.curve and stored.train_seconds() == run.train_seconds()
   with pytest.raises(SystemExit, match="no stored run outputs in .*; fill it with: CMD"):
     store.require(tmp_path / "empty", "f", "CMD")
+
+
+def test_measures_read_old_and_new_eval_records(tmp_path):
+  """The short loss as eval defines it now (filler only) or, in a record from before the
+  split, the all-token mean under its old name; accuracy pooled over distance bins by count."""
+  from experiments.toy_study import measures as M
+  new = {"short_loss": 2.0, "short_answer_loss": 3.0, "short_loss_all": 2.1,
+         "retrieval_acc_by_distance/kv_recall/64/16-32": 0.5,
+         "retrieval_n_by_distance/kv_recall/64/16-32": 10,
+         "retrieval_acc_by_distance/kv_recall/64/32-64": 0.2,
+         "retrieval_n_by_distance/kv_recall/64/32-64": 30}
+  old = {"short_loss": 2.5}
+  assert (M.short_filler(new), M.short_answer(new), M.short_all(new)) == (2.0, 3.0, 2.1)
+  assert (M.short_filler(old), M.short_answer(old), M.short_all(old)) == (None, None, 2.5)
+  assert M.bins_of(new, 64) == [(16, 32), (32, 64)] and M.bins_of(new, 128) == []
+  far = M.pooled(64, 32)
+  assert far(new) == pytest.approx(0.2) and far.examples(new) == 30
+  every = M.pooled(64)
+  assert every(new) == pytest.approx((0.5 * 10 + 0.2 * 30) / 40) and every.examples(new) == 40
+  assert far(old) is None and M.pooled(64, only=(1, 2))(new) is None
+  assert far({**new, "retrieval_n_by_distance/kv_recall/64/32-64": 0}) is None
+
+
+def test_distance_table_intervals_and_not_measured(tmp_path):
+  from experiments.toy_study import measures as M
+  fake_run(tmp_path / "new", "a", curve=[(100, 0.25, 3.0), (200, 0.5, 2.9)])
+  fake_run(tmp_path / "new", "b", seed=1, curve=[(100, 0.25, 3.0), (200, 0.5, 2.9)])
+  fake_run(tmp_path / "old", "c", curve=[(100, 0.25, 3.0)], old_eval=True)
+  new, old = study.load_runs(tmp_path / "new"), study.load_runs(tmp_path / "old")
+  table = M.distance_table({"new": new, "old": old}, (64, 128), 32)
+  lines = table.splitlines()
+  assert lines[0] == ("| accuracy per distance [95% interval] | L=64 d 16-32 | L=64 d 32-64 * "
+                      "| L=128 d 32-64 * | L=128 d 64-128 * |")
+  # two seeds of 0.5 on 64 examples: Binomial(64, 0.5) / 64 per seed, seeds resampled
+  from experiments.toy_study import bootstrap as B
+  assert lines[2].split(" | ")[2] == str(B.mean([0.5, 0.5], 64))
+  assert lines[3] == "| old (1) |" + " not measured |" * 4
+  assert "L=64 d 32-64: n=64" in table
+  assert M.distance_table({"old": old}, (64,), 32).startswith("Accuracy per distance: not measured")
+  assert M.measured(new, M.pooled(64, 32)) and not M.measured(old, M.pooled(64, 32))
+  assert M.examples(new, M.pooled(64, 32)) == 64

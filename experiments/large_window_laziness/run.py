@@ -5,7 +5,8 @@
 
 Trains the runs of sweep.py that the root lacks (SWA/full hybrids with windows 4, 16, 32 of
 T = 64, and full attention; three seeds), traces the retrieval heads of every hybrid over
-its checkpoints (``hybrid-jax analyze trace``), exports the runs' outputs and traces into
+its checkpoints (``hybrid-jax analyze trace``; scored on needles beyond every window,
+``--beyond 32``, and on all needles), exports the runs' outputs and traces into
 the committed store (experiments/data/toy_study) and writes REPORT.md and its figure here
 from the store. Does a larger window delay the formation of the full-attention layers'
 retrieval heads?
@@ -17,6 +18,7 @@ import numpy as np
 
 from experiments.toy_study import bootstrap as B
 from experiments.toy_study import config as T
+from experiments.toy_study import measures as M
 from experiments.toy_study import runner, study
 from experiments.toy_study import verdicts as V
 
@@ -28,31 +30,57 @@ HALF = 0.5                # the first report's metric: half of the heads' final 
 DRIFT_THRESHOLD = 0.5     # W_q / W_k within this relative L2 distance of their final values
 CONVERGED = 0.05          # final far accuracies this close count as converged
 TRACE = dict(task="kv_recall", length=64, top_k=4, samples=32)
-TRACES = ("trace.json", "trace-F.json")      # the analysis files the report reads
+BEYOND = max(T.WINDOWS.values())   # heads scored on needles > this many tokens back: out of every window
+FAR_DIST = M.pooled(64, BEYOND)    # far accuracy by distance: the bins d >= BEYOND at T = 64
+NEEDLES = {"beyond": f"needles > {BEYOND} tokens back", "all": "all needles"}
+
+
+def trace_name(layers: str | None, needles: str) -> str:
+  """The trace file: ``trace[-F][-beyond32].json``."""
+  return ("trace" + (f"-{layers}" if layers else "")
+          + (f"-beyond{BEYOND}" if needles == "beyond" else "") + ".json")
+
+
+TRACES = tuple(trace_name(layers, needles) for needles in NEEDLES for layers in (None, "F"))
 
 CLAIMS = (
     V.Claim("emergence delay", "a larger window delays the emergence of long-range retrieval",
             f"median tokens to far acc >= {THRESHOLD}, window 32 / window 4", 1.0, "above"),
     V.Claim("head formation delay", "a larger window delays the full layers' retrieval heads",
-            f"median tokens until the F layers' top-4 heads' mean mass >= {MASS_THRESHOLD}, "
-            "window 32 / window 4", 1.0, "above"),
+            f"median tokens until the F layers' top-4 heads' mean mass >= {MASS_THRESHOLD} "
+            f"on needles > {BEYOND} tokens back, window 32 / window 4", 1.0, "above"),
     V.Claim("convergence", "given enough tokens the windows end level",
             "final far acc, window 32 minus window 4", CONVERGED, "within"),
+    V.Claim("emergence delay by distance", "a larger window delays the emergence of long-range "
+            "retrieval", f"as emergence delay, with far acc by distance (bins d >= {BEYOND})",
+            1.0, "above"),
+    V.Claim("convergence by distance", "given enough tokens the windows end level",
+            f"as convergence, with far acc by distance (bins d >= {BEYOND})", CONVERGED, "within"),
 )
 METRICS = [
     ("far acc", "kv_recall accuracy at T = 64, depths 0 and 0.25 (distance 43-61, beyond "
      "every window), 32 examples a depth, every 100 steps"),
-    ("tokens to far acc", f"the first evaluated token count with far acc >= {THRESHOLD}; a "
-     "seed that never reaches it is censored (\"> budget\"), never dropped"),
+    ("far acc by distance", f"kv_recall accuracy at T = 64 over the distance bins wholly "
+     f"beyond every window (d >= {BEYOND}), every depth pooled (`retrieval_acc_by_distance`); "
+     "intervals Binomial on the bins' example counts"),
+    ("tokens to far acc", f"the first evaluated token count with far acc (or far acc by "
+     f"distance) >= {THRESHOLD}; a seed that never reaches it is censored (\"> budget\"), never "
+     "dropped"),
     ("accuracy per depth", "final kv_recall accuracy at T = 64 per depth"),
+    ("accuracy per distance", "final kv_recall accuracy at T = 64 and 128 per distance bin, "
+     "every depth pooled"),
+    ("needles", f"every head metric is measured on needles more than {BEYOND} tokens before "
+     f"their answer (`analyze trace --beyond {BEYOND}`, `trace-F-beyond{BEYOND}.json`, "
+     f"`trace-beyond{BEYOND}.json`: out of every window's reach; the headline) and on all "
+     "needles (`trace-F.json`, `trace.json`: as before)"),
     ("F-head formation, absolute mass", f"tokens until the F layers' top-4 heads' mean "
-     f"retrieval mass reaches {MASS_THRESHOLD} (`trace-F.json`; censored)"),
+     f"retrieval mass reaches {MASS_THRESHOLD} (censored)"),
     ("F-head formation, half-final mass", f"tokens until that mass reaches {HALF:g} x its "
-     "final value (`trace-F.json`)"),
-    ("any-layer formation, half-final mass", f"the same for the top-4 heads of any layer "
-     "(`trace.json`): the first report's metric"),
+     "final value"),
+    ("any-layer formation, half-final mass", "the same for the top-4 heads of any layer "
+     "(the first report's metric, on all needles)"),
     ("any-layer formation, absolute mass", f"tokens until the any-layer top-4 heads' mass "
-     f"reaches {MASS_THRESHOLD} (`trace.json`)"),
+     f"reaches {MASS_THRESHOLD}"),
     ("final mass, entropy", "the F heads' final mean mass and attention entropy / log(#keys)"),
     ("Q/K drift", f"tokens until the F heads' W_q (W_k) slices are within {DRIFT_THRESHOLD} "
      "relative L2 of their final values"),
@@ -69,16 +97,26 @@ CHANGED = ("After that result the metric was changed to an absolute mass of "
            "verdict flipped. The change was made after seeing the result: the head-formation "
            "verdict is therefore exploratory; every metric, old and new, is printed below and "
            "judged by the same rule.")
-MISSING = """## What the analyses and the evaluation must add (confounds not removable here)
-- Heads scored only on needles beyond every window: the trace averages each head's mass over
-  32 examples at depths spread over the context, so some traced needles lie inside the SWA
-  window and SWA heads can score on them; the head-share trend (the last column) is
-  confounded by that. `hybrid-jax analyze trace` must record each example's
-  query-to-evidence distance and per-example masses, or take a `--min-distance` that keeps
-  only needles beyond every window (here > 32).
-- Accuracy per distance: `eval.jsonl` gives accuracy per depth (printed), not per distance;
-  the eval must write per-example (distance, correct) records for a per-distance table.
-- The "far" accuracy pools depths 0 and 0.25; the per-depth table shows each alone."""
+CHANGED_LATER = f"""Changed with issue 18, to remove confounds (the old versions stay printed):
+- **Heads on needles beyond every window**: the traces averaged each head's mass over 32
+  needles at depths spread over the context, so some lay inside the SWA window, where SWA
+  heads can score; the head-share trend (the last column) was confounded by that. Every head
+  metric is now headlined on needles more than {BEYOND} tokens back (`--beyond {BEYOND}`) and
+  the head-formation claim is judged on them; the all-needle traces are printed beside them
+  and in the table below.
+- **Far accuracy by distance**: "far acc" pools depths 0 and 0.25, mixing a needle's
+  position with its distance. Per-distance bins are now measured; "far acc by distance" pools
+  the bins wholly beyond every window (d >= {BEYOND}) over every depth, and the emergence and
+  convergence claims are judged on it too, beside the old ones."""
+PROVIDED = f"""## What the evaluation and analyses provide, and what they still do not
+- Provided: accuracy per evidence-to-answer distance bin with its example count
+  (`hybrid-jax eval`: `retrieval_acc_by_distance`, `retrieval_n_by_distance`), printed with
+  Binomial intervals on the counts; head traces on needles beyond every window
+  (`hybrid-jax analyze trace --beyond {BEYOND}`). A store without them prints
+  "{M.NOT_MEASURED}".
+- Not provided: per-example records (each needle's distance and each head's mass on it).
+  No claim here needs them: `--beyond` selects the needles, and the distance bins' edges
+  include the largest window, {BEYOND}."""
 
 
 def main(argv=None):
@@ -88,32 +126,45 @@ def main(argv=None):
     runner.require_seeds(inv, {**groups, "full": full}, "root")
     for rs in groups.values():
       for r in rs:
-        trace(r)
-        trace(r, "F")
+        for needles in NEEDLES:
+          trace(r, None, needles)
+          trace(r, "F", needles)
     runner.export(inv, [r for rs in groups.values() for r in rs] + full, TRACES)
   groups, full = select(runner.stored_runs(inv))
   runner.require_seeds(inv, {**groups, "full": full}, "store")
-  traces = {name: [read_trace(r, "trace.json") for r in rs] for name, rs in groups.items()}
-  f_traces = {name: [read_trace(r, "trace-F.json") for r in rs] for name, rs in groups.items()}
-  fig_name = draw(groups, full, f_traces, inv.out)
-  write(inv, groups, full, summarise(groups, full, traces, f_traces), fig_name)
+  # traces[needles][window name] = ([any-layer trace per seed], [F-layer trace per seed])
+  traces = {needles: {name: ([read_trace(r, trace_name(None, needles)) for r in rs],
+                             [read_trace(r, trace_name("F", needles)) for r in rs])
+                      for name, rs in groups.items()} for needles in NEEDLES}
+  shown = "beyond" if _traced(traces["beyond"]) else "all"
+  fig_name = draw(groups, full, {n: f for n, (_, f) in traces[shown].items()}, shown, inv.out)
+  write(inv, groups, full, summarise(groups, full, traces), fig_name)
 
 
-def trace(run, layers: str | None = None):
-  """Trace the run's top-4 heads (of every layer, or of the ``layers`` kinds) unless done."""
-  out = run.path / "analysis" / (f"trace-{layers}.json" if layers else "trace.json")
-  if not out.exists():
+def trace(run, layers: str | None = None, needles: str = "all"):
+  """Trace the run's top-4 heads (of every layer, or of the ``layers`` kinds; on all needles
+  or on those beyond every window) unless done."""
+  if not (run.path / "analysis" / trace_name(layers, needles)).exists():
     study.cli("analyze", "trace", run.path, "--task", TRACE["task"], "--length", TRACE["length"],
               "--top-k", TRACE["top_k"], "--samples", TRACE["samples"],
-              *(["--layers", layers] if layers else []))
+              *(["--layers", layers] if layers else []),
+              *(["--beyond", BEYOND] if needles == "beyond" else []))
 
 
-def read_trace(run, name: str) -> dict:
+def read_trace(run, name: str) -> dict | None:
+  """A stored trace; a missing beyond-window trace is None (not measured: a store from
+  before `--beyond`), a missing all-needle trace one line and exit."""
   path = run.path / "analysis" / name
-  if not path.exists():
-    raise SystemExit(f"large_window_laziness: {run.path.name} has no analysis/{name} in the "
-                     f"store (fill it with: python experiments/large_window_laziness/run.py)")
-  return json.loads(path.read_text())
+  if path.exists():
+    return json.loads(path.read_text())
+  if "-beyond" in name:
+    return None
+  raise SystemExit(f"large_window_laziness: {run.path.name} has no analysis/{name} in the "
+                   f"store (fill it with: python experiments/large_window_laziness/run.py)")
+
+
+def _traced(traces_of_set) -> bool:
+  return all(t is not None for a, f in traces_of_set.values() for t in a + f)
 
 
 def select(runs):
@@ -151,27 +202,37 @@ def formation(tr, how: str) -> float | None:
   return crossing(c, MASS_THRESHOLD if how == "absolute" else HALF * c[1][-1])
 
 
-def summarise(groups, full, traces, f_traces) -> dict:
-  """Per model the per-seed values every metric is made of."""
+def head_metrics(runs, at, ft) -> dict:
+  """Per head metric its per-seed values from the any-layer traces ``at`` and the F-layer
+  traces ``ft`` (None for a seed whose trace is missing: not measured)."""
+  each = lambda fn, trs: [None if t is None else fn(t) for t in trs]   # noqa: E731
+  return dict(
+      form_abs=each(lambda t: formation(t, "absolute"), ft),
+      form_half=each(lambda t: formation(t, "half"), ft),
+      any_half=each(lambda t: formation(t, "half"), at),
+      any_abs=each(lambda t: formation(t, "absolute"), at),
+      mass=each(lambda t: _last(head_curves(t, "mass")), ft),
+      entropy=each(lambda t: _last(head_curves(t, "norm_entropy")), ft),
+      q_drift=each(lambda t: crossing(head_curves(t, "q_rel_l2"), DRIFT_THRESHOLD, below=True), ft),
+      k_drift=each(lambda t: crossing(head_curves(t, "k_rel_l2"), DRIFT_THRESHOLD, below=True), ft),
+      in_full=[None if t is None else np.mean([letter(r, h[0]) == "F" for h in t["top_heads"]])
+               for r, t in zip(runs, at)])
+
+
+def summarise(groups, full, traces) -> dict:
+  """Per model the per-seed values every metric is made of (``heads[needles]``: the head
+  metrics on needles beyond every window and on all needles)."""
   summary = {}
   for name, rs in list(groups.items()) + [("full", full)]:
     tok, vals = study.curves(rs, FAR)
+    measured = M.measured(rs, FAR_DIST)
     row = dict(tokens=tok, far=vals, n=study.examples_of(rs, FAR), budget=float(tok[-1]),
+               far_dist=study.curves(rs, FAR_DIST)[1] if measured else None,
+               n_dist=M.examples(rs, FAR_DIST),
                depths={d: study.curves(rs, m)[1][:, -1] for d, m in DEPTHS.items()},
                n_depth=study.examples_of(rs, DEPTHS[T.EVAL_DEPTHS[0]]))
-    if name in f_traces:
-      ft, at = f_traces[name], traces[name]
-      row.update(
-          form_abs=[formation(t, "absolute") for t in ft],
-          form_half=[formation(t, "half") for t in ft],
-          any_half=[formation(t, "half") for t in at],
-          any_abs=[formation(t, "absolute") for t in at],
-          mass=[_last(head_curves(t, "mass")) for t in ft],
-          entropy=[_last(head_curves(t, "norm_entropy")) for t in ft],
-          q_drift=[crossing(head_curves(t, "q_rel_l2"), DRIFT_THRESHOLD, below=True) for t in ft],
-          k_drift=[crossing(head_curves(t, "k_rel_l2"), DRIFT_THRESHOLD, below=True) for t in ft],
-          in_full=[np.mean([letter(r, h[0]) == "F" for h in t["top_heads"]])
-                   for r, t in zip(groups[name], at)])
+    if name in groups:
+      row["heads"] = {needles: head_metrics(rs, *traces[needles][name]) for needles in NEEDLES}
     summary[name] = row
   return summary
 
@@ -186,8 +247,9 @@ def letter(run, layer: int) -> str:
   return pattern[layer % len(pattern)]
 
 
-def draw(groups, full, f_traces, out) -> str:
-  """Emergence of far retrieval (eval curves) and of the retrieval heads (traces)."""
+def draw(groups, full, f_traces, needles, out) -> str:
+  """Emergence of far retrieval (eval curves) and of the retrieval heads (traces of the F
+  layers' heads, on ``needles``)."""
   fig, axes = runner.subplots(1, 5, figsize=(24, 4.2))
   emergence = {f"SF w={T.WINDOWS[n]}": study.curves(rs, FAR) for n, rs in groups.items()}
   emergence["F"] = study.curves(full, FAR)
@@ -195,13 +257,13 @@ def draw(groups, full, f_traces, out) -> str:
                     chance=1 / 64)
   axes[0].set_title("far retrieval (beyond every window)")
   for ax, key, title in zip(axes[1:], ("mass", "norm_entropy", "q_rel_l2", "k_rel_l2"),
-                            ("the F layers' top-4 heads: retrieval mass",
+                            (f"the F layers' top-4 heads ({NEEDLES[needles]}): retrieval mass",
                              "their attention entropy / log(#keys)",
                              "their W_q distance to the final (relative L2)",
                              "their W_k distance to the final (relative L2)")):
     bands = {}
     for name, trs in f_traces.items():
-      cs = [head_curves(tr, key) for tr in trs]
+      cs = [None if tr is None else head_curves(tr, key) for tr in trs]
       if any(c is None for c in cs):
         continue
       common = sorted(set.intersection(*(set(c[0]) for c in cs)))
@@ -227,27 +289,18 @@ def write(inv, groups, full, summary, fig_name):
   for name, row in summary.items():
     label = f"SF w={T.WINDOWS[name]} ({len(groups[name])})" if name in T.WINDOWS else f"F ({len(full)})"
     emerge = B.median_crossing(row["tokens"], row["far"], THRESHOLD, row["n"]).fmt(tok)
-    rows.append([label, emerge, B.mean(row["far"][:, -1], row["n"]),
+    dist = ([B.median_crossing(row["tokens"], row["far_dist"], THRESHOLD, row["n_dist"]).fmt(tok),
+             B.mean(row["far_dist"][:, -1], row["n_dist"])] if row["far_dist"] is not None
+            else [M.NOT_MEASURED] * 2)
+    rows.append([label, emerge, B.mean(row["far"][:, -1], row["n"]), *dist,
                  *[B.mean(row["depths"][d], row["n_depth"]) for d in T.EVAL_DEPTHS]])
   table = study.markdown_table(
-      ["model (seeds)", f"tokens to far acc >= {THRESHOLD}, median", "final far acc"]
+      ["model (seeds)", f"tokens to far acc >= {THRESHOLD}, median", "final far acc",
+       f"tokens to far acc by distance >= {THRESHOLD}, median", "final far acc by distance"]
       + [f"final acc, depth {d:g}" for d in T.EVAL_DEPTHS], rows)
-  head_rows = []
-  for name in T.WINDOWS:
-    row = summary[name]
-    head_rows.append([f"SF w={T.WINDOWS[name]} ({len(groups[name])})",
-                      _cell(row["form_abs"], tok), _cell(row["form_half"], tok),
-                      _cell(row["any_half"], tok), _cell(row["any_abs"], tok),
-                      _cell(row["mass"], how=B.mean), _cell(row["entropy"], how=B.mean),
-                      _cell(row["q_drift"], tok), _cell(row["k_drift"], tok),
-                      _cell(row["in_full"], how=B.mean)])
-  head_table = study.markdown_table(
-      ["model (seeds)", f"F heads: tokens to mass >= {MASS_THRESHOLD}",
-       f"F heads: tokens to {HALF:g} x final mass", f"any layer: tokens to {HALF:g} x final mass",
-       f"any layer: tokens to mass >= {MASS_THRESHOLD}", "F heads: final mass",
-       "F heads: final entropy / log(#keys)", f"F heads: tokens to W_q drift <= {DRIFT_THRESHOLD}",
-       f"F heads: tokens to W_k drift <= {DRIFT_THRESHOLD}", "share of any-layer top-4 in F layers"],
-      head_rows)
+  distance_table = M.distance_table(
+      {f"SF w={T.WINDOWS[n]}": rs for n, rs in groups.items()} | {"F": full}, T.EVAL_LENGTHS, BEYOND)
+  head_tables = {needles: _head_table(groups, summary, needles, tok) for needles in NEEDLES}
   judged = _judge(summary, tok)
   all_runs = [r for rs in groups.values() for r in rs] + full
   train_sum, train_wall = study.train_minutes(all_runs)
@@ -272,24 +325,34 @@ log-uniform on [1, 64]), 30 N = 5.9M tokens, lr 3e-3 cosine; three seeds per mod
 Windows {ws} are 1/16, 1/4 and 1/2 of the context. At T = 64 the large window
 already answers ~83% of the training pairs by itself (distance <= 32), the small one ~33%:
 the regime where the paper's large windows let the efficient layers solve most of the loss.
-Retrieval heads: `hybrid-jax analyze trace --layers F` picks the final checkpoint's top-4
-heads of the full-attention layers (by attention mass on the needle from the answer
-position, kv_recall at length 64, 32 examples at depths spread over the context) and
-scores them at every saved checkpoint, with their attention entropy and the relative L2
-distance of their W_q and W_k slices to their final values (Q/K drift). The same trace
-without `--layers` finds the top-4 heads of any layer.
+Retrieval heads: `hybrid-jax analyze trace --layers F --beyond {BEYOND}` picks the final
+checkpoint's top-4 heads of the full-attention layers (by attention mass on the needle from
+the answer position, kv_recall at length 64, 32 examples whose needle lies more than {BEYOND}
+tokens before the answer: beyond every window, so no SWA head can score on them) and scores
+them at every saved checkpoint, with their attention entropy and the relative L2 distance of
+their W_q and W_k slices to their final values (Q/K drift). The same trace without
+`--layers` finds the top-4 heads of any layer; without `--beyond`, the traces score all
+needles (depths spread over the context), as before.
 
 ## Result
 ![laziness]({fig_name})
 
 {table}
 
-{head_table}
+{distance_table}
+
+Heads on {NEEDLES["beyond"]} (the headline):
+
+{head_tables["beyond"]}
+
+Heads on {NEEDLES["all"]} (as before):
+
+{head_tables["all"]}
 
 Token counts: median over seeds; accuracies, masses and shares: mean over seeds; each with
 its 95% bootstrap interval [over seeds, and for accuracies over evaluation examples too].
 "> {budget / 1e6:.2f}M": not reached within the budget (censored, counted as slower than any
-seed that got there).
+seed that got there). "{M.NOT_MEASURED}": the store lacks the trace or eval key.
 
 {V.verdicts_section(judged)}
 
@@ -298,60 +361,108 @@ The first report of this finding measured head formation as the {FIRST_REPORT['m
 {' / '.join(f'{x:.2f}' for x in FIRST_REPORT['tokens_M'])}M tokens for windows {ws}, i.e.
 {FIRST_REPORT['verdict']}. {CHANGED}
 
+{CHANGED_LATER}
+
 {_changed_table(summary, tok)}
 
-{MISSING}
+{PROVIDED}
 
 ## Cost
 Training: {train_sum:.0f} core-minutes for the {len(all_runs)} runs ({train_wall:.0f} minutes on
 two workers, from each run's checkpoint timestamps, stored in each run's `train.json`);
-tracing the heads took ~20 s a run and trace (experiments/README.md).
+tracing the heads took ~20 s a run and trace (experiments/README.md; four traces a run).
 """
   runner.write(inv, report)
 
 
+def _head_table(groups, summary, needles, tok) -> str:
+  """Every head metric per window, on one set of needles ("beyond" or "all")."""
+  head_rows = []
+  for name in T.WINDOWS:
+    row = summary[name]["heads"][needles]
+    head_rows.append([f"SF w={T.WINDOWS[name]} ({len(groups[name])})",
+                      _cell(row["form_abs"], tok), _cell(row["form_half"], tok),
+                      _cell(row["any_half"], tok), _cell(row["any_abs"], tok),
+                      _cell(row["mass"], how=B.mean), _cell(row["entropy"], how=B.mean),
+                      _cell(row["q_drift"], tok), _cell(row["k_drift"], tok),
+                      _cell(row["in_full"], how=B.mean)])
+  return study.markdown_table(
+      ["model (seeds)", f"F heads: tokens to mass >= {MASS_THRESHOLD}",
+       f"F heads: tokens to {HALF:g} x final mass", f"any layer: tokens to {HALF:g} x final mass",
+       f"any layer: tokens to mass >= {MASS_THRESHOLD}", "F heads: final mass",
+       "F heads: final entropy / log(#keys)", f"F heads: tokens to W_q drift <= {DRIFT_THRESHOLD}",
+       f"F heads: tokens to W_k drift <= {DRIFT_THRESHOLD}", "share of any-layer top-4 in F layers"],
+      head_rows)
+
+
 def _changed_table(summary, tok) -> str:
-  """Every head-formation metric, old and new, judged by the head-formation claim's rule."""
+  """Every head-formation metric, old and new, on either set of needles, judged by the
+  head-formation claim's rule."""
   rows = []
-  small, large = summary["small"], summary["large"]
-  for key, what in (("any_half", "any layer, half the final mass (the first report's)"),
-                    ("form_half", "F layers, half the final mass"),
-                    ("any_abs", f"any layer, mass >= {MASS_THRESHOLD}"),
-                    ("form_abs", f"F layers, mass >= {MASS_THRESHOLD} (the current one)")):
-    cells = [_cell(summary[n][key], tok) for n in T.WINDOWS]
-    if any(v is None for v in small[key] + large[key]):
-      rows.append([what, *cells, "not measured", "-"])
-      continue
-    iv = B.ratio_of_median_values(large[key], small[key])
-    rows.append([what, *cells, iv, V.decide(CLAIMS[1], iv)])
+  for needles, note in (("all", ", all needles"), ("beyond", f", needles > {BEYOND} back")):
+    for key, what in (("any_half", "any layer, half the final mass"),
+                      ("form_half", "F layers, half the final mass"),
+                      ("any_abs", f"any layer, mass >= {MASS_THRESHOLD}"),
+                      ("form_abs", f"F layers, mass >= {MASS_THRESHOLD}")):
+      label = what + note + {("all", "any_half"): " (the first report's)",
+                             ("all", "form_abs"): " (the second report's)",
+                             ("beyond", "form_abs"): " (the current one)"}.get((needles, key), "")
+      values = {n: summary[n]["heads"][needles][key] for n in T.WINDOWS}
+      cells = [_cell(values[n], tok) for n in T.WINDOWS]
+      small, large = values["small"], values["large"]
+      if any(v is None for v in small + large):
+        rows.append([label, *cells, M.NOT_MEASURED, "-"])
+        continue
+      iv = B.ratio_of_median_values(large, small)
+      rows.append([label, *cells, iv, V.decide(CLAIMS[1], iv)])
   return study.markdown_table(
       ["head-formation metric"] + [f"w={w}" for w in T.WINDOWS.values()]
       + ["w=32 / w=4 [95% interval]", "verdict by the same rule"], rows)
 
 
-def _judge(summary, tok) -> list:
+def _emergence_and_convergence(summary, tok, key: str, n_key: str, claims) -> list:
+  """The emergence-delay and convergence claims on the far metric ``key`` (``far`` by depth,
+  ``far_dist`` by distance); inconclusive when the store lacks it."""
   small, medium, large = (summary[n] for n in T.WINDOWS)
-  med = [B.median_crossing(r["tokens"], r["far"], THRESHOLD, r["n"]).fmt(tok)
-         for r in (small, medium, large)]
-  emerge = B.ratio_of_medians(small["tokens"], large["far"], small["far"], THRESHOLD, small["n"])
-  form = B.ratio_of_median_values(large["form_abs"], small["form_abs"]) \
-      if None not in large["form_abs"] + small["form_abs"] else B.Interval(np.nan, np.nan, np.nan, 0)
-  final = [B.mean(r["far"][:, -1], r["n"]).point for r in (small, medium, large)]
-  conv = B.difference(large["far"][:, -1], small["far"][:, -1], large["n"])
   full = summary["full"]
-  full_med = B.median_crossing(full["tokens"], full["far"], THRESHOLD, full["n"]).fmt(tok)
+  if any(r[key] is None for r in (small, medium, large, full)):
+    void = B.Interval(np.nan, np.nan, np.nan, 0)
+    why = f"{M.NOT_MEASURED}: the stored eval records lack `{M.ACC}`."
+    return [V.judge(c, void, why) for c in claims]
+  name = "far acc" if key == "far" else "far acc by distance"
+  med = [B.median_crossing(r["tokens"], r[key], THRESHOLD, r[n_key]).fmt(tok)
+         for r in (small, medium, large)]
+  emerge = B.ratio_of_medians(small["tokens"], large[key], small[key], THRESHOLD, small[n_key])
+  final = [B.mean(r[key][:, -1], r[n_key]).point for r in (small, medium, large)]
+  conv = B.difference(large[key][:, -1], small[key][:, -1], large[n_key])
+  full_med = B.median_crossing(full["tokens"], full[key], THRESHOLD, full[n_key]).fmt(tok)
   ws = " / ".join(map(str, T.WINDOWS.values()))
   return [
-      V.judge(CLAIMS[0], emerge, f"Median tokens to far acc {THRESHOLD}: {' / '.join(med)} for "
+      V.judge(claims[0], emerge, f"Median tokens to {name} {THRESHOLD}: {' / '.join(med)} for "
               f"windows {ws}; full attention {full_med}. (A ratio of inf: window 32 never got "
               "there while window 4 did.)"),
-      V.judge(CLAIMS[1], form, "Exploratory: this metric replaced the first report's after "
-              "its result (see Changed metrics)."),
-      V.judge(CLAIMS[2], conv, f"Final far acc {' / '.join(f'{f:.2f}' for f in final)} for "
-              f"windows {ws} (full attention {B.mean(full['far'][:, -1]).point:.2f}) after 30 N. "
+      V.judge(claims[1], conv, f"Final {name} {' / '.join(f'{f:.2f}' for f in final)} for "
+              f"windows {ws} (full attention {B.mean(full[key][:, -1]).point:.2f}) after 30 N. "
               "The paper's convergence is over 100-1000 N; 30 N is what this CPU study "
               "afforded, so \"not reproduced\" here means \"not converged by 30 N\"."),
   ]
+
+
+def _judge(summary, tok) -> list:
+  heads = {n: summary[n]["heads"]["beyond"]["form_abs"] for n in ("small", "large")}
+  measured = None not in heads["large"] + heads["small"]
+  form = (B.ratio_of_median_values(heads["large"], heads["small"]) if measured
+          else B.Interval(np.nan, np.nan, np.nan, 0))
+  far = _emergence_and_convergence(summary, tok, "far", "n", (CLAIMS[0], CLAIMS[2]))
+  dist = _emergence_and_convergence(summary, tok, "far_dist", "n_dist", CLAIMS[3:5])
+  return [far[0], V.judge(CLAIMS[1], form, (
+      f"On needles > {BEYOND} tokens back. Exploratory: this metric replaced the first "
+      "report's after its result (see Changed metrics, which judges every head metric on "
+      "both sets of needles)." if measured else
+      f"{M.NOT_MEASURED}: the store has no `trace-F-beyond{BEYOND}.json` (made by `analyze "
+      f"trace --beyond {BEYOND}`); the all-needle version is judged under Changed metrics.")),
+      far[1], *dist]
+
 
 if __name__ == "__main__":
   main()

@@ -6,26 +6,39 @@
 Trains the runs of sweep.py that the root lacks (SWA-4/full hybrid with RoPE everywhere and
 with NoPE on its full layers only, and full attention; three seeds), exports their outputs
 into the committed store (experiments/data/toy_study) and writes REPORT.md and its figure
-here from the store: retrieval at and beyond the training length, per depth, and
-short-context loss, each with a bootstrap interval, and the pre-registered verdicts.
+here from the store: retrieval at and beyond the training length, per depth and per
+evidence-to-answer distance, and the short-context loss on filler tokens (answer tokens
+apart), each with a bootstrap interval, and the pre-registered verdicts.
 """
+
+import numpy as np
 
 
 from experiments.toy_study import bootstrap as B
 from experiments.toy_study import config as T
+from experiments.toy_study import measures as M
 from experiments.toy_study import runner, study
 from experiments.toy_study import verdicts as V
 
 LAST_EVALS = 3   # "final" = the mean of the last three evaluations (the cosine tail, 300 steps)
+BEYOND = max(T.WINDOWS.values())     # distance bins from here on are out of every window's reach
 METRICS = {  # name: (metric, what it measures)
     "far@64": (study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25"),
                "kv_recall at the training length, depths 0 and 0.25 (distance 43-61)"),
+    "far@64 by distance": (M.pooled(64, BEYOND),
+                           f"kv_recall at 64 over the distance bins wholly beyond every window "
+                           f"(d >= {BEYOND}), every depth pooled (`retrieval_acc_by_distance`)"),
     "all@64": (study.mean_of("retrieval_acc/kv_recall/64"), "kv_recall at 64, every depth (distance 28-61)"),
     "all@128": (study.mean_of("retrieval_acc/kv_recall/128"),
                 "kv_recall at 2x the training length, every depth (distance 60-125)"),
-    "short loss": (study.mean_of("short_loss"),
-                   "held-out next-token loss at T = 64 (nats/token), every position"),
+    "short loss": (M.short_filler, "held-out next-token loss at T = 64 (nats/token) over filler "
+                   "tokens only (`short_loss`)"),
+    "short answer loss": (M.short_answer, "the same held-out rows' loss over the retrieval "
+                          "answer tokens only (`short_answer_loss`)"),
+    "short loss, all tokens": (M.short_all, "the same over every token (`short_loss_all`: the "
+                               "short loss's definition before issue 18)"),
 }
+FIGURE = ("far@64", "far@64 by distance", "all@128", "short loss")
 DEPTHS = {(length, d): study.mean_of(f"retrieval_acc/kv_recall/{length}/d{d:.2f}")
           for length in T.EVAL_LENGTHS for d in T.EVAL_DEPTHS}
 SHORT_COST_MARGIN = 1.0      # % of the RoPE hybrid's short loss that still counts as negligible
@@ -35,18 +48,34 @@ CLAIMS = (
     V.Claim("all@128", "NoPE on the full layers improves retrieval beyond the training length",
             "all@128, NoPE-full minus RoPE (paired by seed)", 0.0, "above"),
     V.Claim("short cost", "at a negligible short-context cost",
-            "short loss, NoPE-full minus RoPE, % of RoPE's (paired by seed)", SHORT_COST_MARGIN,
-            "below"),
+            "short loss (filler tokens), NoPE-full minus RoPE, % of RoPE's (paired by seed)",
+            SHORT_COST_MARGIN, "below"),
+    V.Claim("far@64 by distance", "NoPE on the full layers improves retrieval at the training "
+            "length", f"far@64 by distance (bins d >= {BEYOND}), NoPE-full minus RoPE (paired "
+            "by seed)", 0.0, "above"),
 )
-MISSING = """## What the evaluation must add (confounds not removable from the stored data)
-- `short_loss` is the mean over every position of the held-out rows of the synthetic
-  source, retrieval answer tokens included, so a retrieval gain lowers the "short" loss too.
-  `hybrid-jax eval` must also write the loss on filler tokens only (`short_loss_filler`) and on
-  answer tokens only (`short_loss_answer`); the claim "short cost" should then be judged on
-  the filler loss.
-- Accuracy per distance: `eval.jsonl` holds accuracy per depth (one distance band each, about
-  (1 - depth) x length), printed above; exact per-distance accuracy needs per-example records
-  (distance, correct) in the eval output."""
+# The claims as first stated (issue 18 changed their metrics), judged by the same rule.
+OLD_SHORT_COST = V.Claim("short cost, all tokens", CLAIMS[2].paper, "short loss over every "
+                         "token (the old `short_loss`), NoPE-full minus RoPE, % of RoPE's",
+                         SHORT_COST_MARGIN, "below")
+CHANGED = f"""- **short loss**: `short_loss` was the mean over every position of the held-out rows,
+  the retrieval answer tokens included, so a retrieval gain lowered the "short" loss too.
+  `hybrid-jax eval` now writes it over filler tokens only, the answer tokens' loss apart
+  (`short_answer_loss`) and the old definition as `short_loss_all`. The "short cost" claim is
+  judged on the filler loss; the old all-token version is judged below by the same rule.
+- **far accuracy**: far@64 pools depths 0 and 0.25, so it mixes a needle's position with its
+  distance. Per-distance bins are now measured; "far@64 by distance" pools the bins wholly
+  beyond every window (d >= {BEYOND}) over every depth and is judged beside far@64, which is
+  kept as it was."""
+PROVIDED = f"""## What the evaluation provides, and what it still does not
+- Provided (`hybrid-jax eval`): the short loss on filler tokens (`short_loss`), the answer
+  tokens' loss (`short_answer_loss`) and the all-token mean (`short_loss_all`); accuracy per
+  evidence-to-answer distance bin with its example count (`retrieval_acc_by_distance`,
+  `retrieval_n_by_distance`), printed above with Binomial intervals on the counts. A stored
+  record written before these keys existed prints "{M.NOT_MEASURED}".
+- Not provided: per-example (distance, correct) records. No claim here needs them: the bins'
+  edges (powers of two) include the largest window, {BEYOND}, so "beyond every window" is a
+  union of whole bins."""
 
 
 def main(argv=None):
@@ -75,31 +104,49 @@ def select(runs) -> dict:
 
 def analyse(groups):
   """Per metric the seed-aligned curves of every model, and per model and metric the final
-  values per seed (the mean of the last LAST_EVALS evaluations, for less eval noise)."""
+  values per seed (the mean of the last LAST_EVALS evaluations, for less eval noise); None
+  for a metric a group's records do not hold (not measured)."""
   bands, final = {}, {}
   for mname, (metric, _) in {**METRICS, **{k: (m, "") for k, m in DEPTHS.items()}}.items():
-    curves = {g: study.curves(rs, metric) for g, rs in groups.items()}
+    curves = {g: study.curves(rs, metric) if M.measured(rs, metric) else None
+              for g, rs in groups.items()}
     if mname in METRICS:
-      bands[mname] = curves
-    for g, (_, vals) in curves.items():
-      final.setdefault(g, {})[mname] = vals[:, -LAST_EVALS:].mean(axis=1)
+      bands[mname] = {g: c for g, c in curves.items() if c is not None}
+    for g, c in curves.items():
+      final.setdefault(g, {})[mname] = None if c is None else c[1][:, -LAST_EVALS:].mean(axis=1)
   return bands, final
 
 
 def draw(bands, out) -> str:
-  fig, axes = runner.subplots(1, len(METRICS), figsize=(5 * len(METRICS), 4.2))
-  for ax, (mname, (_, what)) in zip(axes, METRICS.items()):
-    study.band_figure(ax, bands[mname], ylabel=mname, chance=None if "loss" in mname else 1 / 64)
-    ax.set_title(what, fontsize=9)
+  fig, axes = runner.subplots(1, len(FIGURE), figsize=(5 * len(FIGURE), 4.2))
+  for ax, mname in zip(axes, FIGURE):
+    what = METRICS[mname][1]
+    if bands[mname]:
+      study.band_figure(ax, bands[mname], ylabel=mname, chance=None if "loss" in mname else 1 / 64)
+    ax.set_title(what if bands[mname] else f"{mname}: {M.NOT_MEASURED}", fontsize=9)
   return study.save_figure(fig, out / "nope_on_full.png")
+
+
+def _examples(runs, metric) -> int | None:
+  return M.examples(runs, metric) if hasattr(metric, "examples") else study.examples_of(runs, metric)
+
+
+def _mean(values, n):
+  return M.NOT_MEASURED if values is None else B.mean(values, n)
+
+
+def _diff(a, b, n) -> B.Interval:
+  if a is None or b is None:
+    return B.Interval(np.nan, np.nan, np.nan, 0)
+  return B.paired_difference(a, b, n)
 
 
 def write(inv, groups, final, fig_name):
   w = T.WINDOWS["small"]
   runs0 = next(iter(groups.values()))
-  n_ex = {m: study.examples_of(runs0, metric) for m, (metric, _) in METRICS.items()}
+  n_ex = {m: _examples(runs0, metric) for m, (metric, _) in METRICS.items()}
   n_ex.update({k: study.examples_of(runs0, metric) for k, metric in DEPTHS.items()})
-  rows = [[f"{g} ({len(groups[g])})"] + [B.mean(final[g][m], n_ex[m]) for m in METRICS]
+  rows = [[f"{g} ({len(groups[g])})"] + [_mean(final[g][m], n_ex[m]) for m in METRICS]
           for g in groups]
   table = study.markdown_table(
       [f"model (seeds; mean of the last {LAST_EVALS} evals) [95% interval]"] + list(METRICS), rows)
@@ -110,10 +157,11 @@ def write(inv, groups, final, fig_name):
       + [f"L={length} depth {d:g}" for length, d in DEPTHS],
       depth_rows)
   rope, nope, full = (final[g] for g in groups)
-  diff = {m: B.paired_difference(nope[m], rope[m], n_ex[m]) for m in METRICS}
+  diff = {m: _diff(nope[m], rope[m], n_ex[m]) for m in METRICS}
   diff_table = study.markdown_table(
       ["NoPE-full minus RoPE, paired by seed [95% interval]"] + list(METRICS),
-      [["difference"] + [diff[m] for m in METRICS]])
+      [["difference"] + [diff[m] if diff[m].n_seeds else M.NOT_MEASURED for m in METRICS]])
+  distance_table = M.distance_table(groups, T.EVAL_LENGTHS, BEYOND, LAST_EVALS)
   train_sum, train_wall = study.train_minutes([r for rs in groups.values() for r in rs])
   report = f"""# NoPE on the full-attention layers at toy scale
 
@@ -124,6 +172,8 @@ regenerates this report and its figure byte for byte from the committed run outp
 
 {V.rules_section([(m, what) for m, (_, what) in METRICS.items()] + [
     ("accuracy per depth", "kv_recall at each evaluated length and depth"),
+    ("accuracy per distance", "kv_recall at each evaluated length per evidence-to-answer "
+     "distance bin, every depth pooled; intervals Binomial on each bin's example count"),
     ("final", f"the mean of a run's last {LAST_EVALS} evaluations")], list(CLAIMS))}
 
 ## Question
@@ -146,15 +196,23 @@ per depth, depths {' / '.join(f'{d:g}' for d in T.EVAL_DEPTHS)}.
 
 {depth_table}
 
+{distance_table}
+
 {diff_table}
 
-Mean over seeds [95% bootstrap interval over seeds and evaluation examples; the loss over
+Mean over seeds [95% bootstrap interval over seeds and evaluation examples; the losses over
 seeds only]; the difference is taken seed by seed. A needle at depth d of a length-L context
 lies about (1 - d) x L tokens before its query (less the query's own few tokens).
+"{M.NOT_MEASURED}": the stored eval records predate the metric.
 
 {V.verdicts_section(_judge(diff, rope, nope, full))}
 
-{MISSING}
+## Changed metrics
+{CHANGED}
+
+{_old_short_cost(rope, nope)}
+
+{PROVIDED}
 
 ## Cost
 Training: {train_sum:.0f} core-minutes for the {sum(map(len, groups.values()))} runs
@@ -164,19 +222,43 @@ each run's `train.json`); the report itself reads eval logs only.
   runner.write(inv, report)
 
 
+def _accuracy_note(m, rope, nope, full) -> str:
+  if rope[m] is None or nope[m] is None:
+    return f"{M.NOT_MEASURED}: the stored eval records lack `{M.ACC}`."
+  return (f"RoPE {rope[m].mean():.2f}, NoPE-full {nope[m].mean():.2f}, full attention "
+          f"{'-' if full[m] is None else f'{full[m].mean():.2f}'}; the per-seed difference is "
+          f"positive for {int((nope[m] - rope[m] > 0).sum())} of {len(rope[m])} seeds.")
+
+
+def _short_cost(claim, key, rope, nope, note):
+  """The relative short-loss cost of NoPE-full, judged by ``claim`` (None: not measured)."""
+  if rope[key] is None or nope[key] is None:
+    return V.judge(claim, B.Interval(np.nan, np.nan, np.nan, 0),
+                   f"{M.NOT_MEASURED}: the stored eval records predate `short_loss_all`, so "
+                   "their `short_loss` is the all-token mean (see Changed metrics).")
+  rel = 100 * (nope[key] - rope[key]) / rope[key]
+  return V.judge(claim, B.mean(rel), f"RoPE {rope[key].mean():.3f} nats, NoPE-full "
+                 f"{nope[key].mean():.3f}; {note}", fmt=lambda x: f"{x:+.2f}%")
+
+
 def _judge(diff, rope, nope, full) -> list:
-  out = []
-  for claim, m in zip(CLAIMS[:2], ("far@64", "all@128")):
-    out.append(V.judge(claim, diff[m], (
-        f"RoPE {rope[m].mean():.2f}, NoPE-full {nope[m].mean():.2f}, full attention "
-        f"{full[m].mean():.2f}; the per-seed difference is positive for "
-        f"{int((nope[m] - rope[m] > 0).sum())} of {len(rope[m])} seeds.")))
-  rel = 100 * (nope["short loss"] - rope["short loss"]) / rope["short loss"]
-  out.append(V.judge(CLAIMS[2], B.mean(rel), (
-      f"RoPE {rope['short loss'].mean():.3f} nats, NoPE-full {nope['short loss'].mean():.3f}; "
-      "this loss includes the retrieval answer tokens (see below)."),
-      fmt=lambda x: f"{x:+.2f}%"))
+  out = [V.judge(claim, diff[m], _accuracy_note(m, rope, nope, full))
+         for claim, m in zip(CLAIMS[:2], ("far@64", "all@128"))]
+  out.append(_short_cost(CLAIMS[2], "short loss", rope, nope,
+                         "filler tokens only: a retrieval gain cannot lower it."))
+  m = "far@64 by distance"
+  out.append(V.judge(CLAIMS[3], diff[m], _accuracy_note(m, rope, nope, full)))
   return out
+
+
+def _old_short_cost(rope, nope) -> str:
+  """The short-cost claim on the old all-token loss, judged by the same rule."""
+  j = _short_cost(OLD_SHORT_COST, "short loss, all tokens", rope, nope,
+                  "every token, answers included: the claim's metric before issue 18.")
+  return study.markdown_table(
+      ["claim, old metric", "estimate [95% interval]", "paper's side", "verdict"],
+      [[j.claim.effect, j.interval.fmt(j.fmt), j.claim.rule(), f"**{j.verdict}**"]]) + \
+      f"\n\n{j.note}"
 
 
 if __name__ == "__main__":
