@@ -80,8 +80,8 @@ def one_core(threads: int) -> int | None:
 
 
 def thread_env(threads: int) -> dict:
-  """Environment of a worker: CPU only, and one XLA thread when ``threads == 1`` (XLA:CPU
-  otherwise uses every core, as torch does by default)."""
+  """Environment of a worker: CPU only, and with ``threads == 1`` Eigen's matmul threading
+  off (the core itself is set by ``one_core``: XLA:CPU's pool follows CPU affinity only)."""
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   if threads == 1:
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"

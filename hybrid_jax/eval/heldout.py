@@ -35,16 +35,15 @@ def heldout_rows(cfg, *, length: int, rows: int, seed: int, stream: int, answers
   return out
 
 
-def split_losses(nll_NxT, answer_NxT, prefix: str = "short") -> dict:
+def split_losses(nll_NxT, answer_NxT) -> dict:
   """The short-context loss on filler tokens only (what a retrieval answer cannot inflate or
   deflate), the answer tokens' loss apart, and the old all-token mean kept as ``_all``."""
   nll = np.asarray(nll_NxT, np.float64)
   answer = np.asarray(answer_NxT, bool)
   filler = float(nll[~answer].mean()) if (~answer).any() else float("nan")
-  out = {f"{prefix}_loss": filler, f"{prefix}_ppl": float(np.exp(filler)),
-         f"{prefix}_loss_all": float(nll.mean())}
+  out = dict(short_loss=filler, short_ppl=float(np.exp(filler)), short_loss_all=float(nll.mean()))
   if answer.any():
-    out[f"{prefix}_answer_loss"] = float(nll[answer].mean())
+    out["short_answer_loss"] = float(nll[answer].mean())
   return out
 
 

@@ -3,8 +3,9 @@
 Processes, not threads: on a small CPU two single-threaded JAX processes use the machine
 better than one process with two threads, so with more than one worker each is pinned to a
 core of its own (CPU affinity: XLA:CPU sizes its thread pool by it; the XLA flags alone
-leave two busy pool threads per worker, which then compete for the same cores). A worker that finds its run held by another trainer (a second launcher, an
-orphan finishing its checkpoint) exits 75 and is retried a few seconds later; a preempted
+leave two busy pool threads per worker, which then compete for the same cores). A worker
+that finds its run held by another trainer (a second launcher, an orphan finishing its
+checkpoint) exits 75 and is retried a few seconds later; a preempted
 one is resumed from its checkpoint. Workers die with the launcher (PR_SET_PDEATHSIG sends
 them SIGTERM, so they checkpoint and mark themselves preempted), and a resubmission picks
 them up where they stopped.

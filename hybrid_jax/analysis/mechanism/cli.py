@@ -106,12 +106,10 @@ def _check(args) -> list[Run]:
     if args.length is None:
       args.length = int(load_config(run.path).eval.lengths[0])
     check_task(args.task, args.length, args.classes if args.what == "probe" else 0)
-    if args.beyond:     # enough needles that far back: one line now, not after loading
-      niah_examples(run.cfg, args.task, args.length, args.samples,
-                    n_classes=args.classes if args.what == "probe" else 0, beyond=args.beyond)
+    if args.beyond or (args.what in ("heads", "trace") and args.query_offset):
+      examples = _examples(args, run)   # --beyond: enough needles that far back, or one line
     if args.what in ("heads", "trace") and args.query_offset:
-      first = min(int(ex.answer_positions[0]) for ex in
-                  niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond))
+      first = min(int(ex.answer_positions[0]) for ex in examples)
       if args.query_offset > first - 1:
         raise AnalysisInputError(f"--query-offset: {args.query_offset} reaches before the start "
                                  f"of the examples (at most {first - 1} at --length {args.length})")
@@ -129,6 +127,12 @@ def _check(args) -> list[Run]:
   return runs
 
 
+def _examples(args, run):
+  """The NIAH examples every subcommand scores (``--beyond``: only needles that far back)."""
+  return niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond,
+                       n_classes=args.classes if args.what == "probe" else 0)
+
+
 def _beyond(args) -> str:
   return f"-beyond{args.beyond}" if args.beyond else ""
 
@@ -140,8 +144,7 @@ def _letters(model) -> str:
 def run_heads(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  scores = heads.head_scores(model, niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond),
-                             args.query_offset)
+  scores = heads.head_scores(model, _examples(args, run), args.query_offset)
   top = heads.top_heads(scores, args.top_k)
   stem = run.out_dir / f"heads{_beyond(args)}-step{step}"
   rec = dict(step=step, task=args.task, length=args.length, samples=args.samples, beyond=args.beyond,
@@ -158,7 +161,7 @@ def run_heads(args, run):
 def run_trace(args, runs):
   traces = []
   for run in runs:
-    examples = niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond)
+    examples = _examples(args, run)
     traces.append(trace.trace_run(run, examples, args.top_k, args.reference_step, args.query_offset,
                                   log=lambda s, r=run: print(f"hybrid-jax analyze trace: {r.path.name} {s}"),
                                   layers=args.layers))
@@ -178,7 +181,7 @@ def run_trace(args, runs):
 def run_constrain(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  examples = niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond)
+  examples = _examples(args, run)
   short = constrain.heldout(run.cfg, args.short_rows) if args.short_rows else None
   res = constrain.constrain(model, examples, args.window, short)
   rec = dict(step=step, window=args.window, task=args.task, length=args.length,
@@ -193,7 +196,7 @@ def run_constrain(args, run):
 def run_ablate(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  examples = niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond)
+  examples = _examples(args, run)
   top = heads.top_heads(heads.head_scores(model, examples), args.k)
   try:
     res = ablate.ablation(model, examples, top, args.mode, args.seed)
@@ -210,8 +213,7 @@ def run_ablate(args, run):
 def run_probe(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  examples = niah_examples(run.cfg, args.task, args.length, args.samples, n_classes=args.classes,
-                           beyond=args.beyond)
+  examples = _examples(args, run)
   res = probe.layer_probe(model, examples, args.classes, args.delta, args.seed)
   rec = dict(step=step, task=args.task, length=args.length, samples=args.samples,
              beyond=args.beyond, classes=args.classes, letters=_letters(model), **res)
@@ -225,7 +227,7 @@ def run_probe(args, run):
 def run_gradient(args, run):
   step = run.check_step(args.step)
   model = run.model(step)
-  tokens = np.stack([ex.tokens for ex in niah_examples(run.cfg, args.task, args.length, args.samples, beyond=args.beyond)])
+  tokens = np.stack([ex.tokens for ex in _examples(args, run)])
   res = gradient.influence(model, tokens, args.targets)
   rec = dict(step=step, task=args.task, letters=_letters(model), **res)
   stem = run.out_dir / f"gradient{_beyond(args)}-step{step}"

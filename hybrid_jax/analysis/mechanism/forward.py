@@ -189,7 +189,7 @@ def mixer_output(block, layer: int, h_BxTxD, plan: Plan):
   if not is_attention(block):
     if ablated:
       raise ValueError(f"layer {layer} is recurrent: it has no attention heads to ablate")
-    if plan.cap_recurrent is not None and plan.cap_recurrent < t:
+    if plan.cap_recurrent is not None:
       return recurrent_last_tokens(mixer, h_BxTxD, plan.cap_recurrent)
     if plan.reset_block is not None and plan.reset_block < t:
       return recurrent_blocks(mixer, h_BxTxD, plan.reset_block)
