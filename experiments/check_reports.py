@@ -19,10 +19,6 @@ HERE = Path(__file__).parent
 FINDINGS = ("scaling", "full_attention_carries_retrieval", "large_window_laziness", "nope_on_full")
 
 
-def has_runs(path: Path) -> bool:
-  return path.is_dir() and any(p.is_dir() for p in path.iterdir())
-
-
 def report_differences(finding: str, data: Path = store.TOY_STUDY, committed: Path | None = None) -> list[str]:
   """One line per file that ``--report-only`` makes differently from the committed one (or
   does not make, or that is not committed)."""
@@ -61,7 +57,7 @@ def calibration_differences(readme: Path = HERE / "README.md") -> list[str]:
 
 def main() -> int:
   problems = calibration_differences()
-  if not has_runs(store.TOY_STUDY):
+  if not store.has_runs(store.TOY_STUDY):
     print(f"check_reports: no runs in {store.display(store.TOY_STUDY)}: the findings' reports "
           "await a rerun (skipped)")
   else:

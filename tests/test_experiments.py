@@ -486,7 +486,7 @@ def test_committed_reports_regenerate_byte_for_byte(finding):
   from the committed store, byte for byte (skipped only while no run outputs are committed)."""
   from experiments import check_reports
   from experiments.toy_study import store
-  if not check_reports.has_runs(store.TOY_STUDY):
+  if not store.has_runs(store.TOY_STUDY):
     pytest.skip("no run outputs committed under experiments/data/toy_study yet: the study "
                 "awaits a rerun (the all_findings sweep, then each run.py --no-train)")
   assert check_reports.report_differences(finding) == []

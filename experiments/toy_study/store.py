@@ -42,10 +42,14 @@ def export_run(run, store: Path, analysis: tuple[str, ...] = ()) -> Path:
   return out
 
 
+def has_runs(store: Path) -> bool:
+  store = Path(store)
+  return store.is_dir() and any(p.is_dir() for p in store.iterdir())
+
+
 def require(store: Path, finding: str, fill: str):
   """Exit with one line naming the command that fills the store when it is missing or empty."""
-  store = Path(store)
-  if not store.is_dir() or not any(p.is_dir() for p in store.iterdir()):
+  if not has_runs(store):
     sys.exit(f"{finding}: no stored run outputs in {display(store)}; fill it with: {fill}")
 
 
