@@ -56,6 +56,31 @@ def test_a_corrupt_latest_checkpoint_resumes_from_the_previous_one_bit_exactly(t
   assert "#### garbage in the middle ####" in (run / "metrics.jsonl").read_text()
 
 
+def test_a_run_resumed_on_another_core_count_says_it_continues_within_rounding(tmp_path, capsys):
+  """XLA:CPU splits work over the cores a process may use: the trainer keeps its setup in
+  status.json, and a resume on another setup says so (on the same setup it says nothing)."""
+  c = tiny_config(steps=8)
+  run = tmp_path / "run"
+  train(c, run, progress=False)
+  setup = RunDir(run).read_status()["setup"]
+  assert setup.startswith("cpu x") and setup.endswith(f"{len(os.sched_getaffinity(0))} cores")
+
+  def resume_from_4(recorded):
+    _corrupt(run / "checkpoints" / "8")
+    status = RunDir(run).read_status()
+    status["setup"] = recorded
+    (run / "status.json").write_text(json.dumps(status))
+    capsys.readouterr()
+    assert train(c, run, progress=False)["state"] == "done"
+    return [l for l in capsys.readouterr().err.splitlines() if "within rounding" in l]
+
+  assert resume_from_4(setup) == []
+  assert resume_from_4("cpu x1, 64 cores") == [
+      f"hybrid-jax: warning: resuming on {setup} where the run trained on cpu x1, 64 cores; the "
+      "losses continue within rounding, not bit for bit (XLA splits work by the setup)"]
+  assert RunDir(run).read_status()["setup"] == setup
+
+
 def test_a_mid_file_garbage_line_warns_with_file_and_line_and_keeps_the_rest(tmp_path, capsys):
   run = RunDir(tmp_path)
   for step in (1, 2, 3):

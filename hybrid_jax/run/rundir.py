@@ -49,6 +49,7 @@ class RunDir:
     """``writer=False``: a process of a multi-process job other than process 0; it reads
     the run's files but writes none (process 0 writes them) and takes no lock."""
     self.writer = writer
+    self.setup = None        # the trainer's compute setup, kept in status.json (see resume.py)
     self.path = Path(workdir)
     self.config_path = self.path / CONFIG_FILE
     self.status_path = self.path / "status.json"
@@ -78,6 +79,8 @@ class RunDir:
     status = dict(state="running", step=old.get("step", 0), total_steps=old.get("total_steps"),
                   error=None, pid=pid, host=socket.gethostname(),
                   updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    if "setup" in old:
+      status["setup"] = old["setup"]
     atomic_write_text(self.status_path, json.dumps(status) + "\n")
 
   def unlock(self):
@@ -109,6 +112,8 @@ class RunDir:
     assert state in STATES, state
     status = dict(state=state, step=step, total_steps=total_steps, error=error,
                   host=socket.gethostname(), updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    if self.setup is not None:
+      status["setup"] = self.setup
     atomic_write_text(self.status_path, json.dumps(status) + "\n")
 
   def read_metrics(self) -> list[dict]:

@@ -17,7 +17,8 @@ from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.failures import LossWatch, disk_error
 from hybrid_jax.train.hooks import Hook, is_eval_step
 from hybrid_jax.train.progress import Progress
-from hybrid_jax.train.resume import report_metrics_gap, restore_newest_intact
+from hybrid_jax.train.resume import (compute_setup, report_metrics_gap, report_setup_change,
+                                     restore_newest_intact)
 from hybrid_jax.train.state import init_state
 from hybrid_jax.train.step import make_train_step
 
@@ -103,6 +104,8 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   if start:
     state = restored
   report_metrics_gap(run, start, cfg.train.log_every, total)
+  run.setup = compute_setup()
+  report_setup_change(run.read_status(), run.setup, start)
   try:
     for hook in hooks:                     # e.g. evaluate what a crash left unevaluated
       hook.start(run, graphdef, rest, start, state["params"])

@@ -5,8 +5,14 @@ A checkpoint that cannot be restored (truncated files, a disk error) does not en
 it is moved aside into ``checkpoints/corrupt/`` (never deleted) with one line naming the
 step and why, and the next older one is tried. Training then continues from the step
 actually restored, bit-exactly, and the metrics of the re-trained steps are rewritten.
+
+Bit-exact needs the same compute setup: XLA splits work over the devices and, on CPU, over
+the cores the process may run on, so a run resumed where it sees another core count (a Slurm
+node without CPU binding, a local run started unpinned) continues within rounding only. The
+setup is kept in status.json and a change is said in one line.
 """
 
+import os
 import shutil
 import sys
 
@@ -70,3 +76,22 @@ def report_metrics_gap(run, start: int, log_every: int, total: int, log=None):
   if last < expected:
     log(f"hybrid-jax: warning: {run.metrics_path} ends at step {last}, before the restored "
         f"step {start}; the records of steps {last + 1}-{expected} are lost")
+
+
+def compute_setup() -> str:
+  """What the numerics depend on besides the config: backend, device count and, on CPU,
+  the cores this process may use (XLA:CPU's thread pool is sized by them)."""
+  import jax
+  setup = f"{jax.default_backend()} x{jax.device_count()}"
+  if jax.default_backend() == "cpu" and hasattr(os, "sched_getaffinity"):
+    setup += f", {len(os.sched_getaffinity(0))} cores"
+  return setup
+
+
+def report_setup_change(previous_status: dict | None, setup: str, start: int, log=None):
+  """One line when a resumed run computes on another setup than the one that trained it."""
+  log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+  before = (previous_status or {}).get("setup")
+  if start and before and before != setup:
+    log(f"hybrid-jax: warning: resuming on {setup} where the run trained on {before}; the "
+        f"losses continue within rounding, not bit for bit (XLA splits work by the setup)")
