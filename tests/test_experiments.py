@@ -37,7 +37,7 @@ def load_runner(finding):
 def test_grids_share_their_runs_and_use_the_toy_setting():
   grids = {f: planned(f) for f in FINDINGS}
   assert {f: len(g) for f, g in grids.items()} == {
-      "scaling": 5 * 3 * 4 + 4 * 2, "full_attention_carries_retrieval": 10,
+      "scaling": 5 * 3 * 4 + 5 * 2 + 4 * 3, "full_attention_carries_retrieval": 10,
       "large_window_laziness": 12, "nope_on_full": 9}
   scaling = {r.name for r in grids["scaling"]}
   # Every model another finding needs is the scaling grid's run of the same name, except
@@ -390,7 +390,8 @@ def test_scaling_report(tmp_path):
     n, steps = cfg.derived.non_embedding_params, cfg.derived.steps
     final = 40 * n ** -0.3 + 300 * cfg.derived.tokens ** -0.3     # a known L(N, D)
     curve = [(s, a, final + 0.5 * (1 - s / steps)) for s, a, _ in
-             _sigmoid_curve(steps, {"F": 0.2, "SF": 0.3 + m.window / 64, "LF": 0.5}[m.pattern] * steps)]
+             _sigmoid_curve(steps, {"F": 0.2, "SF": 0.3 + m.window / 64, "LF": 0.5, "MF": 0.55,
+                                    "GF": 0.45, "SSSF": 0.35, "H": 0.25}[m.pattern] * steps)]
     fake_run(tmp_path / "root", f"run{i}", pattern=m.pattern, window=m.window, size=m.size,
              seed=cfg.train.seed, budget=cfg.train.tokens_per_param, n=n, curve=curve)
   # A rougher multi-start search keeps the test short.
@@ -411,6 +412,17 @@ def test_scaling_report(tmp_path):
   assert verdict_of(report, "emergence speed") == "reproduced"
   assert verdict_of(report, "emergence speed by distance") == "reproduced"
   assert verdict_of(report, "convergence by distance") == "reproduced"
+  emergence = next(line for line in headline.splitlines() if line.startswith("| architecture (toy-xs"))
+  rows = headline[headline.index(emergence):].splitlines()[2:11]
+  assert [r.split(" | ")[0] for r in rows] == [          # nine architectures, three seeds each
+      "| F (3)", "| SF w=4 (3)", "| SF w=16 (3)", "| SF w=32 (3)", "| LF (3)", "| MF (3)",
+      "| GF (3)", "| SSSF w=16 (3)", "| H w=16 (3)"]
+  five = changed.split("| claim, over the five |")[1]    # the claims as first judged, on five
+  assert [line.split(" | ")[0] for line in five.splitlines()[2:6]] == [
+      "| emergence speed, the five", "| convergence, the five",
+      "| emergence speed by distance, the five", "| convergence by distance, the five"]
+  five = five.split("The fit of the all-token loss")[0]
+  assert "SF w=32 " in five and "LF " in five and all(f"{a} " not in five for a in ("MF", "GF", "SSSF", "H"))
   assert "| toy-3xs | 0." in report                  # the per-size table prints every size
   assert "| L=64 d 16-32 | L=64 d 32-64 * | L=128 d 32-64 * | L=128 d 64-128 * |" in report
   assert "| not measured" not in report and "max - min of the architectures' mean far acc by distance" in report

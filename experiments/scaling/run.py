@@ -5,7 +5,8 @@
 
 Trains the runs of sweep.py that the root lacks (full attention, SWA/full hybrids with
 windows 4 / 16 / 32, Lightning/full; three toy sizes x four budgets, and three seeds of the
-largest size at the largest budget), exports their outputs into the committed store
+largest size at the largest budget, where Mamba-2/full, Gated DeltaNet/full, the 1:3 SWA
+hybrid and the head-wise hybrid join the emergence comparison), exports their outputs into the committed store
 (experiments/data/toy_study), then writes REPORT.md and its figures here from the store:
 emergence curves of far retrieval and short-context loss against tokens, accuracy per depth
 and per evidence-to-answer distance, final values at every size and budget, and a
@@ -14,6 +15,7 @@ size held out; every headline metric with a bootstrap interval, and the pre-regi
 verdicts.
 """
 
+import dataclasses
 import sys
 
 import numpy as np
@@ -55,6 +57,9 @@ CLAIMS = (
     V.Claim("convergence by distance", "with more training the architectures' curves converge",
             f"as convergence, with far acc by distance (bins d >= {BEYOND})", CONVERGED, "below"),
 )
+# The speed and convergence claims as first judged, over the scaling grid's five architectures.
+OLD_FIVE = tuple(dataclasses.replace(c, key=f"{c.key}, the five") for c in
+                 (CLAIMS[0], CLAIMS[1], CLAIMS[3], CLAIMS[4]))
 # The claim as first stated (issue 18 changed its metric), judged by the same rule.
 OLD_FIT = V.Claim("fit, all tokens", CLAIMS[2].paper, "as fit, on the short loss over every "
                   "token (the old `short_loss`)", FIT_ERROR, "below")
@@ -111,13 +116,14 @@ def build(inv, runs, source):
 
   def pick(pattern, window, **where):
     sel = dict(pattern=pattern, pos_full="rope", **where)
-    if pattern == "SF":
+    if window is not None:
       sel["window"] = T.WINDOWS[window]
     return study.select(runs, **sel)
 
-  seeds = {arch_name(p_, w): pick(p_, w, size="toy-xs", budget=T.BUDGET) for p_, w in grid.ARCHS}
-  need = {arch_name(p_, w): len(grid.SEEDS_OF.get(p_, T.SEEDS)) for p_, w in grid.ARCHS}
-  missing = [f"{a} ({len(rs)} of {need[a]} seeds)" for a, rs in seeds.items() if len(rs) < need[a]]
+  seeds = {arch_name(p_, w): pick(p_, w, size="toy-xs", budget=T.BUDGET)
+           for p_, w in grid.EMERGENCE_ARCHS}
+  missing = [f"{a} ({len(rs)} of {len(T.SEEDS)} seeds)" for a, rs in seeds.items()
+             if len(rs) < len(T.SEEDS)]
   cells = {(arch_name(p_, w), size, b): pick(p_, w, size=size, budget=b, seed=0)
            for p_, w in grid.ARCHS for size in grid.SIZES for b in grid.BUDGETS}
   missing += [f"{a} {size} {b:g}N" for (a, size, b), rs in cells.items() if not rs]
@@ -131,6 +137,11 @@ def build(inv, runs, source):
   return seeds, cells
 
 
+def scaling_archs(cells) -> list[str]:
+  """The architectures of the size x budget grid (the emergence comparison has more)."""
+  return list(dict.fromkeys(a for a, _, _ in cells))
+
+
 def draw_emergence(seeds, cells, out) -> str:
   """Emergence (largest size, three seeds) and the other sizes' largest-budget curves."""
   fig, axes = runner.subplots(2, 3, figsize=(17, 8.4))
@@ -141,12 +152,12 @@ def draw_emergence(seeds, cells, out) -> str:
     bands = {a: study.curves(rs, metric) for a, rs in seeds.items() if M.measured(rs, metric)}
     if bands:
       study.band_figure(ax, bands, ylabel=ylabel, chance=chance)
-    ax.set_title("toy-xs, 30 N, three seeds (LF: one)" if bands else f"{ylabel}: {M.NOT_MEASURED}",
+    ax.set_title("toy-xs, 30 N, three seeds" if bands else f"{ylabel}: {M.NOT_MEASURED}",
                  fontsize=9)
   for ax, size in zip(axes[1], grid.SIZES):
     study.band_figure(ax, {a: study.curves(cells[(a, size, grid.BUDGETS[-1])], FAR)
-                           for a in seeds}, ylabel="far kv_recall acc.", chance=1 / 64)
-    n = cells[(next(iter(seeds)), size, grid.BUDGETS[-1])][0].n
+                           for a in scaling_archs(cells)}, ylabel="far kv_recall acc.", chance=1 / 64)
+    n = cells[(scaling_archs(cells)[0], size, grid.BUDGETS[-1])][0].n
     ax.set_title(f"{size} (N = {n / 1e6:.3g}M), 30 N, seed 0", fontsize=9)
   return study.save_figure(fig, out / "emergence.png")
 
@@ -198,7 +209,8 @@ def analyse_emergence(seeds, cells) -> dict:
 
   # The same gap over the budgets: each budget is its own cosine run (toy-xs, seed 0).
   big = grid.SIZES[-1]
-  budget_spread = [float(np.ptp([FAR(cells[(a, big, b)][0].curve[-1]) for a in seeds]))
+  grid_archs = scaling_archs(cells)
+  budget_spread = [float(np.ptp([FAR(cells[(a, big, b)][0].curve[-1]) for a in grid_archs]))
                    for b in grid.BUDGETS]
   budget_table = study.markdown_table(
       ["budget (x N)"] + [f"{b:g}" for b in grid.BUDGETS],
@@ -206,7 +218,7 @@ def analyse_emergence(seeds, cells) -> dict:
        + [f"{x:.2f}" for x in budget_spread]])
 
   # The best final far accuracy of any architecture, per size, at the largest budget.
-  size_best = {size: max(FAR(cells[(a, size, grid.BUDGETS[-1])][0].curve[-1]) for a in seeds)
+  size_best = {size: max(FAR(cells[(a, size, grid.BUDGETS[-1])][0].curve[-1]) for a in grid_archs)
                for size in grid.SIZES}
   size_table = study.markdown_table(
       ["size", f"best final far acc (30 N, seed 0)", f"reaches {THRESHOLD}"],
@@ -217,13 +229,13 @@ def analyse_emergence(seeds, cells) -> dict:
   for size in grid.SIZES:
     for b in grid.BUDGETS:
       row = [size, f"{b:g}"]
-      for a in seeds:
+      for a in grid_archs:
         rec = cells[(a, size, b)][0].curve[-1]
         filler = SHORT(rec)
         row.append(f"{M.NOT_MEASURED if filler is None else f'{filler:.3f}'} / "
                    f"{M.short_all(rec):.3f} / {FAR(rec):.2f}")
       final_rows.append(row)
-  final_table = study.markdown_table(["size", "budget (x N)"] + list(seeds), final_rows)
+  final_table = study.markdown_table(["size", "budget (x N)"] + grid_archs, final_rows)
   return dict(emergence_table=emergence_table, depth_table=depth_table, conv_table=conv_table,
               distance_table=distance_table, conv_dist_table=conv_dist_table,
               spread_dist_K=spread_dist_K,
@@ -241,7 +253,7 @@ def fit_laws(seeds, cells, loss) -> list:
   out: per architecture (table row, the fit, its points, the fitted-size mask); [] when a
   cell's records lack ``loss`` (not measured)."""
   out = []
-  for a in seeds:
+  for a in scaling_archs(cells):
     pts = [(r.n, r.curve[-1]["tokens"], loss(r.curve[-1]))
            for (aa, size, b), rs in cells.items() if aa == a for r in rs]
     if any(y is None for *_, y in pts):
@@ -299,11 +311,17 @@ report and its figures byte for byte from the committed run outputs in
 {V.rules_section(METRICS, list(CLAIMS))}
 
 ## Setting, and why
-Five architectures, all 1:1 with full attention where hybrid: full attention (`F`), SWA/full
-with windows 4, 16, 32 (1/16, 1/4, 1/2 of T = 64) and Lightning/full (`LF`); three sizes,
-toy-3xs / toy-2xs / toy-xs (~0.025M / 0.1M / 0.2M non-embedding parameters); four budgets,
-3.75 / 7.5 / 15 / 30 N tokens, each its own cosine run (seed 0); toy-xs at 30 N also at seeds
-1 and 2 (the Lightning hybrid: one seed, for lack of CPU time). Data: the synthetic source at
+The scaling grid has five architectures, all 1:1 with full attention where hybrid: full
+attention (`F`), SWA/full with windows 4, 16, 32 (1/16, 1/4, 1/2 of T = 64) and
+Lightning/full (`LF`); three sizes, toy-3xs / toy-2xs / toy-xs (~0.025M / 0.1M / 0.2M
+non-embedding parameters); four budgets, 3.75 / 7.5 / 15 / 30 N tokens, each its own cosine
+run (seed 0); toy-xs at 30 N also at seeds 1 and 2. The emergence comparison (toy-xs, 30 N,
+seeds 0-2) adds four architectures outside the grid: Mamba-2/full (`MF`), Gated
+DeltaNet/full (`GF`), the 1:3 SWA hybrid (`SSSF`, window 16) and the head-wise hybrid (`H`,
+half of every layer's heads with window 16), every one parameter-matched to `F` within 5%
+(the MLP width absorbs the difference, so their budgets differ from F's by under 3%). Three
+seeds, not the five the issue asks for where the CPU allows: five seeds of nine
+architectures would add ~2 h of a 2-core CPU to the grid's ~1.5 h. Data: the synthetic source at
 T = 64, 8 key/value pairs per row with log-uniform query-to-evidence distances (dense
 retrieval supervision, near pairs first: the calibration in ../README.md). Budgets are far
 below the paper's 100-1000 N: at this size retrieval emerges within ~2M tokens, and a CPU
@@ -360,11 +378,19 @@ fit's numbers are point values, without an interval. The figure shows the {FIT_L
   the answer tokens' loss apart (`short_answer_loss`) and the old definition as
   `short_loss_all`. The fit (and the "fit" claim) now uses the filler loss; the fit of the old
   all-token loss follows, judged by the same rule.
+- **architectures compared**: the emergence-speed and convergence claims were first judged
+  over the scaling grid's five architectures (F, SF w=4/16/32, LF, with LF at one seed); they
+  are now judged over nine (MF, GF, SSSF, H added, all at three seeds). The five's verdicts,
+  by the same rule, follow this list.
 - **far accuracy**: "far acc" pools depths 0 and 0.25, so it mixes a needle's position with
   its distance. Per-distance bins are now measured; "far acc by distance" pools the bins
   wholly beyond every window (d >= {BEYOND}) over every depth, and the emergence-speed and
   convergence claims are judged on it too ("... by distance"), beside the old ones, which are
   kept as they were.
+
+The speed and convergence claims over the scaling grid's five architectures (as first judged):
+
+{_judged_on_the_grid_five(e)}
 
 The fit of the all-token loss (the old target), and its claim judged by the same rule:
 
@@ -396,16 +422,18 @@ def _gap_ratio(far_by_arch: dict) -> np.ndarray:
     return spread[..., -1] / spread.max(axis=-1)
 
 
-def _speed_and_convergence(e, key: str, n_key: str, claims, spread_K) -> list:
-  """The emergence-speed and convergence claims on the far metric ``key`` of every
-  architecture (``far`` by depth, ``far_dist`` by distance); inconclusive when not measured."""
-  per = e["per"]
+def _speed_and_convergence(e, key: str, n_key: str, claims, archs=None) -> list:
+  """The emergence-speed and convergence claims on the far metric ``key`` of the
+  architectures ``archs`` (default: every one; ``far`` by depth, ``far_dist`` by distance);
+  inconclusive when not measured."""
+  per = {a: p for a, p in e["per"].items() if archs is None or a in archs}
   if any(p[key] is None for p in per.values()):
     void = B.Interval(np.nan, np.nan, np.nan, 0)
     why = (f"{M.NOT_MEASURED}: the stored eval records lack `{M.ACC}` (written by "
            "`hybrid-jax eval` since issue 18).")
     return [V.judge(c, void, why) for c in claims]
   tok_fmt = V.tokens_fmt(e["budget_tokens"])
+  spread_K = np.ptp(np.stack([p[key].mean(axis=0) for p in per.values()]), axis=0)
   med = {a: B.median_crossing(p["tokens"], p[key], THRESHOLD, p[n_key]) for a, p in per.items()}
   order = sorted(med, key=lambda a: med[a].point)
   fast, slow = order[0], order[-1]
@@ -447,9 +475,21 @@ def _fit_judged(claim, fits, what: str):
 
 
 def _judge(e, fits) -> list:
-  return (_speed_and_convergence(e, "far", "n", CLAIMS[:2], e["spread_K"])
+  return (_speed_and_convergence(e, "far", "n", CLAIMS[:2])
           + [_fit_judged(CLAIMS[2], fits, "filler tokens")]
-          + _speed_and_convergence(e, "far_dist", "n_dist", CLAIMS[3:5], e["spread_dist_K"]))
+          + _speed_and_convergence(e, "far_dist", "n_dist", CLAIMS[3:5]))
+
+
+def _judged_on_the_grid_five(e) -> str:
+  """The speed and convergence claims as first judged, over the scaling grid's five
+  architectures (issue 18 added MF, GF, SSSF and H to the comparison)."""
+  five = [arch_name(p, w) for p, w in grid.ARCHS]
+  judged = (_speed_and_convergence(e, "far", "n", OLD_FIVE[:2], five)
+            + _speed_and_convergence(e, "far_dist", "n_dist", OLD_FIVE[2:], five))
+  return study.markdown_table(
+      ["claim, over the five", "estimate", "paper's side", "verdict"],
+      [[j.claim.key, j.interval.fmt(j.fmt) if j.fmt else str(j.interval), j.claim.rule(), f"**{j.verdict}**"] for j in judged]) + \
+      "\n\n" + "\n".join(f"- {j.claim.key}: {j.note}" for j in judged)
 
 
 def _old_fit(fits) -> str:
