@@ -656,7 +656,13 @@ def test_calibration_tables_are_generated_from_the_store(tmp_path):
   assert readme.read_text() == text                       # byte-stable
   with pytest.raises(SystemExit, match="no stored run outputs in .*fill it with: python "
                      "experiments/calibration/run.py"):
-    cal.main(["--report-only", "--store", str(tmp_path / "none"), "--readme", str(readme)])
+    cal.main(["--report-only", "--store", str(tmp_path / "none"), "--toy-store", str(tmp_path / "none"),
+              "--readme", str(readme)])
+  cal.main(["--report-only", "--store", str(tmp_path / "none"), "--toy-store", str(tmp_path / "toy"),
+            "--readme", str(readme)])       # the study's baseline alone: its table, the rest awaiting
+  alone = readme.read_text()
+  assert "| seeds 0 / 1 / 2 | 0.60 / 0.60 / 0.60 |" in alone and "no calibration run outputs" in alone
+  cal.main(argv)
   readme.write_text("no markers\n")
   with pytest.raises(SystemExit, match="no single generated block"):
     cal.main(argv)
