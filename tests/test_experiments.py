@@ -452,6 +452,30 @@ def test_scaling_report_on_old_eval_records_says_not_measured(tmp_path):
   assert cells[8].startswith(f"{cells[8].split()[0]} [") and cells[8] != "not measured"   # all tokens
 
 
+def test_paper_mix_report_judges_emergence_without_pairs_beside_the_synthetic_runs(tmp_path):
+  """Item 5: the mix runs (no injected pairs), one seed each; F's retrieval emerges here,
+  SF w=4's stays at chance (a "not reproduced" printed as plainly as the "reproduced")."""
+  root, toy = tmp_path / "root", tmp_path / "toy"
+  fake_run(root, "F-0", pattern="F", window=16, curve=_sigmoid_curve(1444, 400))
+  fake_run(root, "SF-0", pattern="SF", window=4, curve=[(s, 0.02, l) for s, _, l in _sigmoid_curve(1444, 0)])
+  _main_runs(toy, {"F": 300, "SF w=4": 300})
+  report = report_both_ways("paper_mix", tmp_path, "--toy-store", str(toy))
+  rules_come_first(report)
+  assert "data.n_pairs = 0" in report
+  assert verdict_of(report, "emergence: F") == "reproduced"
+  assert verdict_of(report, "emergence: SF w=4") == "not reproduced"
+  assert verdict_of(report, "emergence by distance: SF w=4") == "not reproduced"
+  rows = [line.split(" | ")[0] for line in report.splitlines() if line.startswith("| F, ") or
+          line.startswith("| SF w=4, ")]
+  assert rows[:4] == ["| F, mix (1)", "| SF w=4, mix (1)", "| F, synthetic (1)", "| SF w=4, synthetic (1)"]
+  sf = next(line for line in report.splitlines() if line.startswith("| SF w=4, mix (1) |"))
+  assert "> 5.91M" in sf                          # never reached: censored, not dropped
+  alone = load_runner("paper_mix")                # without the synthetic store: said, not hidden
+  alone.main(["--report-only", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "alone"),
+              "--toy-store", str(tmp_path / "none")])
+  assert "synthetic-source runs are not measured" in (tmp_path / "alone" / "REPORT.md").read_text()
+
+
 def test_all_findings_sweep_is_the_union_of_the_findings_grids_shared_runs_first():
   union = [r.name for r in plan(load_sweep(EXPERIMENTS / "all_findings.py"))]
   assert len(union) == len(set(union))
@@ -475,7 +499,7 @@ def test_runners_run_as_files_and_as_modules_without_touching_sys_path():
       assert not (isinstance(node, ast.Attribute) and node.attr == "path"
                   and isinstance(node.value, ast.Name) and node.value.id == "sys"), path
   env = dict(os.environ, PYTHONPATH=str(root))
-  for finding in FINDINGS + ("calibration",):
+  for finding in FINDINGS + ("calibration", "paper_mix"):
     for argv in ([str(EXPERIMENTS / finding / "run.py")], ["-m", f"experiments.{finding}.run"]):
       out = subprocess.run([sys.executable, *argv, "--help"], cwd=root, env=env,
                            capture_output=True, text=True)
@@ -492,15 +516,15 @@ def test_the_library_holds_no_experiment_code():
 
 
 
-@pytest.mark.parametrize("finding", FINDINGS)
+@pytest.mark.parametrize("finding", FINDINGS + ("paper_mix",))
 def test_committed_reports_regenerate_byte_for_byte(finding):
   """CI: every REPORT.md and figure in experiments/<finding>/ is what --report-only makes
   from the committed store, byte for byte (skipped only while no run outputs are committed)."""
   from experiments import check_reports
   from experiments.toy_study import store
-  if not store.has_runs(store.TOY_STUDY):
-    pytest.skip("no run outputs committed under experiments/data/toy_study yet: the study "
-                "awaits a rerun (the all_findings sweep, then each run.py --no-train)")
+  if not store.has_runs(check_reports.store_of(finding)):
+    pytest.skip(f"no run outputs committed under {store.display(check_reports.store_of(finding))} "
+                f"yet: the study awaits a rerun (python experiments/{finding}/run.py)")
   assert check_reports.report_differences(finding) == []
 
 

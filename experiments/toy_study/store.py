@@ -19,6 +19,7 @@ from hybrid_jax.run import atomic_write_bytes, atomic_write_text
 DATA = Path(__file__).parents[1] / "data"
 TOY_STUDY = DATA / "toy_study"          # the four findings' runs (they share their runs)
 CALIBRATION = DATA / "calibration"      # the calibration runs of experiments/README.md
+PAPER_MIX = DATA / "paper_mix"          # the paper-faithful data option's runs
 RUN_FILES = ("config.json", "status.json", "metrics.jsonl", "eval.jsonl")
 
 
