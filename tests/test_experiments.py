@@ -355,9 +355,11 @@ def test_full_attention_report(tmp_path):
   assert short.count("|") == 11
   assert "| 2 [2, 2] | 2.5 [2.5, 2.5] | 2.4 [2.4, 2.4] | 3 [3, 3] |" in report
   assert "| not measured" not in report
-  assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-step*.json"))) == 24
-  assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-beyond32-step*.json"))) == 24
-  assert len(list((tmp_path / "store").glob("*/analysis/constrain-W4-beyond32-step*.json"))) == 12
+  # 9 SWA runs and LF seed 0 only (the root holds three LF seeds, as finding 1's store does)
+  assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-step*.json"))) == 20
+  assert len(list((tmp_path / "store").glob("*/analysis/probe-C8-beyond32-step*.json"))) == 20
+  assert len(list((tmp_path / "store").glob("*/analysis/constrain-W4-beyond32-step*.json"))) == 10
+  assert "| LF (1) |" in report and "| LF (3) |" not in report
 
 
 def test_full_attention_report_without_beyond_files_says_not_measured(tmp_path):

@@ -7,8 +7,10 @@ of them is also a run of the other findings (one shared root)."""
 from experiments.toy_study.config import SEEDS, WINDOWS, get_config, point
 from hybrid_jax.launch.grid import Sweep
 
+LF_SEEDS = (0,)    # the Lightning hybrid's analysed seeds
+
 
 def get_sweep():
   grid = [point(pattern="SF", window=w, seed=s) for s in SEEDS for w in WINDOWS]
-  grid += [point(pattern="LF", seed=0)]
+  grid += [point(pattern="LF", seed=s) for s in LF_SEEDS]
   return Sweep(base=get_config(), grid=grid)
