@@ -454,12 +454,36 @@ def test_scaling_report_on_old_eval_records_says_not_measured(tmp_path):
   assert cells[8].startswith(f"{cells[8].split()[0]} [") and cells[8] != "not measured"   # all tokens
 
 
-def test_paper_mix_report_judges_emergence_without_pairs_beside_the_synthetic_runs(tmp_path):
-  """Item 5: the mix runs (no injected pairs), one seed each; F's retrieval emerges here,
-  SF w=4's stays at chance (a "not reproduced" printed as plainly as the "reproduced")."""
+def _mix_run(root, name, *, pattern, window, kv, mqar):
+  """A mix run: the kv_recall evaluations of training (settings s1), then the mqar
+  re-evaluation of its checkpoints (settings s2; ``mqar``: (step, accuracy) pairs)."""
+  path = fake_run(root, name, pattern=pattern, window=window, curve=kv)
+  with open(path / "eval.jsonl", "a") as f:
+    for step, acc in mqar:
+      rec = {"step": step, "tokens": step * 4096, "settings_id": "s2", "short_loss": 1.4,
+             "short_loss_all": 1.4, "short_answer_loss": 5.0,
+             "settings": {"examples": 32, "depths": [0.0, 0.25, 0.5], "lengths": [80, 128]}}
+      for length in (80, 128):
+        rec[f"retrieval_acc/mqar/{length}"] = acc
+        for d in ("0.00", "0.25", "0.50"):
+          rec[f"retrieval_acc/mqar/{length}/d{d}"] = acc
+      for length, lo, hi, n in ((80, 16, 32, 64), (128, 32, 64, 40), (128, 64, 128, 20)):
+        rec[f"retrieval_acc_by_distance/mqar/{length}/{lo}-{hi}"] = acc
+        rec[f"retrieval_n_by_distance/mqar/{length}/{lo}-{hi}"] = n
+      f.write(json.dumps(rec) + "\n")
+  return path
+
+
+def test_paper_mix_report_judges_retrieval_in_the_text_task_and_keeps_the_first_metric(tmp_path):
+  """Item 5: the mix runs (no injected pairs), one seed each, judged on mqar (the text's own
+  token space): F's retrieval emerges here, SF w=4's stays at 0 (a "not reproduced" printed
+  as plainly). kv_recall, the first metric, keeps its claims under Changed metrics."""
   root, toy = tmp_path / "root", tmp_path / "toy"
-  fake_run(root, "F-0", pattern="F", window=16, curve=_sigmoid_curve(1444, 400))
-  fake_run(root, "SF-0", pattern="SF", window=4, curve=[(s, 0.02, l) for s, _, l in _sigmoid_curve(1444, 0)])
+  steps = [100 * k for k in range(1, 15)] + [1444]
+  _mix_run(root, "F-0", pattern="F", window=16, kv=[(s, 0.0, 2.0) for s in steps],
+           mqar=[(s, 0.6 * (s > 700)) for s in steps])
+  _mix_run(root, "SF-0", pattern="SF", window=4, kv=[(s, 0.0, 2.0) for s in steps],
+           mqar=[(s, 0.0) for s in steps])
   _main_runs(toy, {"F": 300, "SF w=4": 300})
   report = report_both_ways("paper_mix", tmp_path, "--toy-store", str(toy))
   rules_come_first(report)
@@ -467,11 +491,16 @@ def test_paper_mix_report_judges_emergence_without_pairs_beside_the_synthetic_ru
   assert verdict_of(report, "emergence: F") == "reproduced"
   assert verdict_of(report, "emergence: SF w=4") == "not reproduced"
   assert verdict_of(report, "emergence by distance: SF w=4") == "not reproduced"
-  rows = [line.split(" | ")[0] for line in report.splitlines() if line.startswith("| F, ") or
-          line.startswith("| SF w=4, ")]
-  assert rows[:4] == ["| F, mix (1)", "| SF w=4, mix (1)", "| F, synthetic (1)", "| SF w=4, synthetic (1)"]
-  sf = next(line for line in report.splitlines() if line.startswith("| SF w=4, mix (1) |"))
+  headline, changed = report.split("## Changed metrics")
+  sf = next(line for line in headline.splitlines() if line.startswith("| SF w=4, mix (1) | 0 "))
   assert "> 5.91M" in sf                          # never reached: censored, not dropped
+  f = next(line for line in headline.splitlines() if line.startswith("| F, mix (1) | 0.6 "))
+  assert "| 3.28M [" in f                         # the first evaluation at 0.6: step 800
+  assert "| F, synthetic (1) |" in headline       # kv_recall, the synthetic runs' own task
+  assert "| F, mix (1) | 0 [0, 0] |" in headline   # ... and the mix runs' first evaluation
+  old = [line for line in changed.splitlines() if line.startswith("| emergence")]
+  assert len(old) == 4 and all(line.endswith("**not reproduced** |") for line in old)
+  assert "emergence, kv_recall: F" in old[0]
   alone = load_runner("paper_mix")                # without the synthetic store: said, not hidden
   alone.main(["--report-only", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "alone"),
               "--toy-store", str(tmp_path / "none")])
