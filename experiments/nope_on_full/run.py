@@ -128,7 +128,7 @@ def draw(bands, out) -> str:
 
 
 def _examples(runs, metric) -> int | None:
-  return M.examples(runs, metric) if hasattr(metric, "examples") else study.examples_of(runs, metric)
+  return M.examples_any(runs, metric)
 
 
 def _mean(values, n):

@@ -102,10 +102,8 @@ def main(argv=None):
 def first_settings(run) -> study.StudyRun:
   """``run`` with the curve of its first eval settings (the kv_recall evaluations written
   during training), where ``study.load_runs`` keeps the latest (the text-space re-evaluation)."""
-  records = RunDir(run.path, writer=False).read_eval()
-  sid = records[0].get("settings_id") if records else None
-  curve = sorted((r for r in records if r.get("settings_id") == sid), key=lambda r: r["step"])
-  return study.StudyRun(run.path, run.config, curve)
+  return study.StudyRun(run.path, run.config,
+                        study.settings_curve(RunDir(run.path, writer=False).read_eval(), 0))
 
 
 def ensure_corpus():
@@ -145,8 +143,7 @@ def _final(runs, metric):
   """(per-seed final values, examples pooled) or None when not measured."""
   if not M.measured(runs, metric):
     return None
-  n = M.examples(runs, metric) if hasattr(metric, "examples") else study.examples_of(runs, metric)
-  return M.final_values(runs, metric), n
+  return M.final_values(runs, metric), M.examples_any(runs, metric)
 
 
 def _row(name, runs, metrics=(TEXT_ACC, TEXT_DIST, TEXT_AT128)) -> list:

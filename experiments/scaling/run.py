@@ -238,9 +238,8 @@ def analyse_emergence(seeds, cells) -> dict:
   final_table = study.markdown_table(["size", "budget (x N)"] + grid_archs, final_rows)
   return dict(emergence_table=emergence_table, depth_table=depth_table, conv_table=conv_table,
               distance_table=distance_table, conv_dist_table=conv_dist_table,
-              spread_dist_K=spread_dist_K,
               budget_table=budget_table, final_table=final_table, size_table=size_table,
-              per=per, budget_tokens=tok[-1], spread_K=spread_K, budget_spread=budget_spread)
+              per=per, budget_tokens=tok[-1], budget_spread=budget_spread)
 
 
 FITS = {"filler": M.short_filler, "all": M.short_all}     # the fit's target, now and before

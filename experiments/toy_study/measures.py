@@ -87,6 +87,12 @@ def examples(runs, metric) -> int | None:
   return None if not ns or None in ns else min(ns)
 
 
+def examples_any(runs, metric) -> int | None:
+  """The examples behind one value of ``metric``: a pooled-distance metric's bin counts, else
+  the eval settings' (``study.examples_of``)."""
+  return examples(runs, metric) if hasattr(metric, "examples") else study.examples_of(runs, metric)
+
+
 def final_values(runs, metric, last: int = 1) -> np.ndarray:
   """Per seed, the mean of the metric's last ``last`` evaluations (on the steps every run has)."""
   return study.curves(runs, metric)[1][:, -last:].mean(axis=1)

@@ -93,11 +93,15 @@ def load_runs(root) -> list[StudyRun]:
     status = rd.read_status() or {}
     if status.get("state") != "done" or not rd.config_path.exists():
       continue
-    records = rd.read_eval()
-    sid = records[-1].get("settings_id") if records else None
-    curve = sorted((r for r in records if r.get("settings_id") == sid), key=lambda r: r["step"])
-    runs.append(StudyRun(path, json.loads(rd.config_path.read_text()), curve))
+    runs.append(StudyRun(path, json.loads(rd.config_path.read_text()), settings_curve(rd.read_eval())))
   return runs
+
+
+def settings_curve(records, which: int = -1) -> list:
+  """The eval records of one settings id, by step: of the last record's (``which=-1``, what a
+  report reads) or of the first (``which=0``: the evaluations made during training)."""
+  sid = records[which].get("settings_id") if records else None
+  return sorted((r for r in records if r.get("settings_id") == sid), key=lambda r: r["step"])
 
 
 def select(runs, **where) -> list[StudyRun]:
