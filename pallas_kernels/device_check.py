@@ -9,6 +9,9 @@ One command, one JSON file (``--out``, default ``device_check_<platform>.json``)
 3. ``training``: 20 steps of S1 SF, GF and MF with ``auto`` kernels (losses finite and
    falling).
 
+Each row is saved as it comes, and a row that fails records its error in one line (``ok``
+false) and the check goes on; timing runs last since it is the longest part.
+
 On a CPU host it refuses with one line (the kernels only compile there: see
 ``python -m pallas_kernels.bench --memory TOPOLOGY`` and tests/test_pallas_compile.py).
 """
@@ -168,30 +171,43 @@ def main(argv=None) -> int:
   out = args.out or f"device_check_{platform}.json"
   kernel = dispatch.resolve("auto")[0]
   report = dict(device=jax.devices()[0].device_kind, platform=platform, kernel=kernel,
-                jax=jax.__version__, correctness=[], timing=[], training=[])
+                jax=jax.__version__, jaxlib=jax.lib.__version__ if hasattr(jax.lib, "__version__")
+                else None, python=sys.version.split()[0], args=vars(args), correctness=[], timing=[], training=[])
 
   def save():
     write_json_atomically(out, report)
 
+  def guarded(section, fn, **what):
+    """One row of ``section``: ``fn()``'s, or the error in one line (ok False), so that one
+    failure (a kernel this jax cannot build, say) does not cost the rest of the check."""
+    try:
+      row = fn()
+    except Exception as e:                         # noqa: BLE001 -- recorded, not hidden
+      row = dict(what, ok=False, error=f"{type(e).__name__}: {e}".splitlines()[0][:500])
+    report[section].append(row)
+    print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
+    save()
+
   for op in OPS:                                   # 1. kernel against XLA, fwd + grads
     for dtype in (jnp.float32, jnp.bfloat16):
       for t in (1000, 4096):                       # ragged and aligned
-        row = compare(op, "auto", inputs(op, 2, t, 4, 128, dtype), window=min(512, t))
-        report["correctness"].append(row)
-        print(json.dumps(row), flush=True)
-  save()
-  for t in lengths:                                # 2. timing
+        guarded("correctness", lambda: compare(op, "auto", inputs(op, 2, t, 4, 128, dtype),
+                                               window=min(512, t)),
+                op=op, dtype=jnp.dtype(dtype).name, t=t)
+  for pattern in args.patterns.split(","):         # 2. training with auto kernels
+    guarded("training", lambda: train_steps(pattern, args.steps, args.train_seq_len,
+                                            args.train_batch), pattern=pattern)
+  for t in lengths:                                # 3. timing (last: the longest part)
     for op in OPS:
-      args_ = inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16)
-      for row in time_op(op, args_, min(args.window, t), ("auto", "xla"), args.reps):
+      try:
+        args_ = inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16)
+        rows = time_op(op, args_, min(args.window, t), ("auto", "xla"), args.reps)
+      except Exception as e:                       # noqa: BLE001
+        rows = [dict(op=op, t=t, error=f"{type(e).__name__}: {e}".splitlines()[0][:500])]
+      for row in rows:
         report["timing"].append(row)
         print(json.dumps(row), flush=True)
-    save()
-  for pattern in args.patterns.split(","):         # 3. training with auto kernels
-    row = train_steps(pattern, args.steps, args.train_seq_len, args.train_batch)
-    report["training"].append(row)
-    print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
-    save()
+      save()
   report["ok"] = all(r["ok"] for r in report["correctness"] + report["training"])
   save()
   print(f"wrote {out}: {'all checks passed' if report['ok'] else 'SOME CHECKS FAILED'}")
