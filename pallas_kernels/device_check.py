@@ -127,11 +127,16 @@ def train_steps(pattern, steps, seq_len, batch, size="S1") -> dict:
     t0 = time.perf_counter()
     status = loop.train(cfg, workdir, progress=False) or {}
     seconds = time.perf_counter() - t0
-    losses = [r["loss"] for r in RunDir(workdir, writer=False).read_metrics()]
+    metrics = RunDir(workdir, writer=False).read_metrics()
+  losses = [r["loss"] for r in metrics]
   ok = (status.get("state") == "done" and len(losses) == steps
         and all(np.isfinite(losses)) and losses[-1] < losses[0])
   return dict(pattern=pattern, size=size, steps=steps, seq_len=seq_len, batch=batch,
-              seconds=seconds, state=status.get("state"), losses=losses, ok=bool(ok))
+              seconds=seconds, state=status.get("state"), losses=losses,
+              # the first step holds the compile (and GPU autotuning): its rate apart
+              first_step_tokens_per_s=metrics[0]["tokens_per_s"] if metrics else None,
+              last_step_tokens_per_s=metrics[-1]["tokens_per_s"] if metrics else None,
+              ok=bool(ok))
 
 
 def write_json_atomically(path, payload):
@@ -174,16 +179,20 @@ def main(argv=None) -> int:
                 jax=jax.__version__, jaxlib=jax.lib.__version__ if hasattr(jax.lib, "__version__")
                 else None, python=sys.version.split()[0], args=vars(args), correctness=[], timing=[], training=[])
 
+  started = time.perf_counter()
+
   def save():
     write_json_atomically(out, report)
 
   def guarded(section, fn, **what):
     """One row of ``section``: ``fn()``'s, or the error in one line (ok False), so that one
     failure (a kernel this jax cannot build, say) does not cost the rest of the check."""
+    t0 = time.perf_counter()
     try:
       row = fn()
     except Exception as e:                         # noqa: BLE001 -- recorded, not hidden
       row = dict(what, ok=False, error=f"{type(e).__name__}: {e}".splitlines()[0][:500])
+    row.update(row_s=time.perf_counter() - t0, elapsed_s=time.perf_counter() - started)
     report[section].append(row)
     print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
     save()
@@ -205,6 +214,7 @@ def main(argv=None) -> int:
       except Exception as e:                       # noqa: BLE001
         rows = [dict(op=op, t=t, error=f"{type(e).__name__}: {e}".splitlines()[0][:500])]
       for row in rows:
+        row["elapsed_s"] = time.perf_counter() - started
         report["timing"].append(row)
         print(json.dumps(row), flush=True)
       save()
