@@ -45,3 +45,23 @@ def test_train_steps_records_losses():
   row = device_check.train_steps("SF", 3, 64, 2, size="toy-xs")
   assert row["state"] == "done" and len(row["losses"]) == 3
   assert all(np.isfinite(row["losses"]))
+
+
+def test_committed_device_results_say_what_their_rows_hold():
+  """Each committed device check's ``ok`` flags agree with its errors and the tolerances, and
+  a run cut short says so (it cannot pass as complete)."""
+  import json
+  import pathlib
+  files = sorted((pathlib.Path(device_check.__file__).parent / "results").glob("*.json"))
+  assert files, "no committed device results"
+  for f in files:
+    report = json.loads(f.read_text())
+    for row in report["correctness"]:
+      if "error" not in row:
+        worst = max([row["forward"]] + row["gradients"])
+        assert row["ok"] == (worst <= device_check.TOLERANCE[row["dtype"]]), (f.name, row)
+    complete = (len(report["training"]) == len(report["args"]["patterns"].split(","))
+                and report["timing"])
+    assert complete or (report.get("incomplete") and report["ok"] is False), f.name
+    assert report["ok"] == (bool(complete) and all(
+        r["ok"] for r in report["correctness"] + report["training"])), f.name
