@@ -216,6 +216,45 @@ def memory_report(topology: str, lengths, b=1, h=4, dk=128, dv=128) -> list[dict
   return rows
 
 
+# The attention shapes of hybrid_jax's CPU benchmark family (hybrid_jax.bench.train.SHAPES):
+# name -> (B, T, H, H_kv, D, window); window >= T is full causal attention.
+CPU_ROW_SHAPES = {"toy S": (8, 256, 4, 2, 16, 32), "toy F": (8, 256, 4, 2, 16, 256),
+                  "d256 S": (8, 512, 4, 2, 64, 128), "d256 F": (8, 512, 4, 2, 64, 512)}
+
+
+def cpu_rows_report(rounds: int = 7, reps: int = 3) -> list[dict]:
+  """Forward+backward of the XLA attention path one (example, kv head) row at a time against
+  the whole batch at once (``swa.xla._by_row``), interleaved round by round in one process:
+  per shape, each side's median ms and the median [min, max] of the rounds' ratios."""
+  from pallas_kernels.swa import xla as swa_xla
+  rows = []
+  for name, (b, t, h, kv, d, window) in CPU_ROW_SHAPES.items():
+    ks = jax.random.split(jax.random.PRNGKey(0), 3)
+    args = (jax.random.normal(ks[0], (b, t, h, d)),
+            jax.random.normal(ks[1], (b, t, kv, d)), jax.random.normal(ks[2], (b, t, kv, d)))
+    grads = {}
+    for per_row in (False, True):
+      f = lambda q, k, v, per_row=per_row: swa_xla.sliding_window_attention(
+          q, k, v, window=window, per_row=per_row)
+      grads[per_row] = jax.jit(jax.grad(lambda *a, f=f: jnp.sum(f(*a) ** 2), argnums=(0, 1, 2)))
+      jax.block_until_ready(grads[per_row](*args))
+    times = {False: [], True: []}
+    for _ in range(rounds):
+      for per_row, g in grads.items():
+        times[per_row].append(time_call(g, *args, reps=reps))
+    ratios = np.array(times[False]) / np.array(times[True])
+    row = dict(shape=name, b=b, t=t, h=h, kv=kv, d=d, window=window,
+               whole_ms=float(np.median(times[False])) * 1e3,
+               rows_ms=float(np.median(times[True])) * 1e3,
+               speedup=float(np.median(ratios)), speedup_min=float(ratios.min()),
+               speedup_max=float(ratios.max()))
+    print(f"{name:8s} B{b} T{t} H{h}/{kv} D{d} w{window}: whole batch {row['whole_ms']:7.2f} ms, "
+          f"row by row {row['rows_ms']:7.2f} ms, speedup {row['speedup']:.2f} "
+          f"[{row['speedup_min']:.2f}, {row['speedup_max']:.2f}]", flush=True)
+    rows.append(row)
+  return rows
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(prog="python -m pallas_kernels.bench", description=__doc__.splitlines()[0])
   on_cpu = jax.default_backend() == "cpu"
@@ -239,7 +278,16 @@ def main(argv=None):
                  help="instead of timing: compile deviceless for TOPOLOGY (e.g. v5e:2x2, "
                       "h100:1) and print the delta rule's vs simple GLA's gradient memory at "
                       "--lengths (default 4096,16384), B=1, H=4, K=V=128, bf16")
+  p.add_argument("--cpu-rows", action="store_true",
+                 help="instead: the CPU attention path row by row against the whole batch, "
+                      "fwd+bwd at the toy family's shapes (pin to one core: taskset -c 0)")
   args = p.parse_args(argv)
+  if args.cpu_rows:
+    rows = cpu_rows_report(reps=args.reps)
+    if args.json:
+      with open(args.json, "w") as f:
+        json.dump(rows, f, indent=1)
+    return rows
   if args.memory:
     try:
       targets.parse(args.memory)

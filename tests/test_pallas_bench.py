@@ -30,6 +30,18 @@ def test_bench_prints_every_op_with_ratios(capsys):
   assert lib["fwd_bwd_speedup_vs_xla"] == pytest.approx(xla["fwd_bwd_ms"] / lib["fwd_bwd_ms"])
 
 
+def test_cpu_rows_bench_times_both_paths_per_shape(capsys, monkeypatch):
+  monkeypatch.setattr(bench, "CPU_ROW_SHAPES", {"tiny S": (2, 24, 2, 1, 8, 8),
+                                                "tiny F": (2, 24, 2, 1, 8, 24)})
+  rows = bench.main(["--cpu-rows", "--reps", "1"])
+  out = capsys.readouterr().out
+  assert [r["shape"] for r in rows] == ["tiny S", "tiny F"]
+  for r in rows:
+    assert r["whole_ms"] > 0 and r["rows_ms"] > 0
+    assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
+    assert f"{r['shape']:8s} B2 T24" in out
+
+
 def test_bench_rejects_bad_arguments():
   with pytest.raises(SystemExit):
     bench.main(["--ops", "swa,conv"])

@@ -1,5 +1,7 @@
 """Blockwise SWA (XLA) against dense attention under an explicit band mask."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -95,3 +97,42 @@ def test_api_rejects_bad_gqa():
   _, k, v = _qkv(1, 8, 3, 3, 4)
   with pytest.raises(ValueError, match="divide"):
     api.sliding_window_attention(q, k, v, window=4)
+
+
+@pytest.mark.parametrize("t,window,block,h,kv", [
+    (40, 13, 8, 4, 2),     # band over two earlier blocks, GQA
+    (37, 64, 16, 6, 3),    # full causal, ragged T
+])
+def test_row_by_row_and_whole_batch_agree_with_dense(t, window, block, h, kv):
+  """The CPU path's loop over (example, kv head) rows computes what the whole-batch path
+  and the dense reference compute, forward and gradients."""
+  q, k, v = _qkv(3, t, h, kv, 8, seed=4)
+  w = jax.random.normal(jax.random.PRNGKey(5), (3, t, h, 8))
+  fns = {"dense": lambda q, k, v: reference.sliding_window_attention(q, k, v, window=window)}
+  for per_row in (True, False):
+    fns[per_row] = functools.partial(xla.sliding_window_attention, window=window,
+                                     block_size=block, per_row=per_row)
+  results = {name: jax.jit(jax.value_and_grad(lambda q, k, v, f=f: jnp.sum(f(q, k, v) * w),
+                                              argnums=(0, 1, 2)))(q, k, v)
+             for name, f in fns.items()}
+  for per_row in (True, False):
+    (value, grads), (want, want_grads) = results[per_row], results["dense"]
+    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-4)   # a sum of ~5K terms
+    for g, g_want in zip(grads, want_grads):
+      np.testing.assert_allclose(g, g_want, rtol=1e-4, atol=1e-5)
+
+
+def test_row_by_row_only_on_a_one_device_cpu():
+  """Row by row is the default only where it pays: compiled for CPU on one device. For GPU
+  and TPU the XLA path is the kernels' baseline, and under a mesh of several devices the
+  batch is sharded (a loop over it would gather it)."""
+  from jax.sharding import AbstractMesh
+  from pallas_kernels import dispatch
+  assert xla.row_by_row_default()
+  for platform in ("gpu", "tpu"):
+    with dispatch.compile_for(platform):
+      assert not xla.row_by_row_default()
+  with jax.sharding.use_abstract_mesh(AbstractMesh((2,), ("data",))):
+    assert not xla.row_by_row_default()
+  with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("data",))):
+    assert xla.row_by_row_default()
