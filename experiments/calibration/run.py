@@ -68,9 +68,11 @@ def checkpoint_steps(run) -> list[int]:
 
 
 def steps_to_measure(run) -> list[int]:
-  """The last checkpoint; for the chosen setting also every TRACK_STEPS checkpoint."""
+  """The last checkpoint; for the chosen setting also every TRACK_STEPS checkpoint. None for
+  a ``mix`` run: by_distance needs single-token keys (the synthetic source) to place the
+  evidence; the mix is reported from its training batches (``_train_accuracy``)."""
   steps = checkpoint_steps(run)
-  if not steps:
+  if not steps or run.config["data"]["name"] != "synthetic":
     return []
   want = {steps[-1]} | ({s for s in TRACK_STEPS if s in steps} if is_chosen(run.config) else set())
   return sorted(want)
@@ -104,6 +106,23 @@ def _measurements(run) -> list[dict]:
   return sorted(found, key=lambda r: r["step"])
 
 
+TRAIN_TAIL = 5     # logged steps averaged for a setting by_distance cannot measure
+
+
+def _train_accuracy(run) -> tuple[int, float] | None:
+  """(last step, mean answer accuracy over the last TRAIN_TAIL logged steps) from the run's
+  metrics. Each step's accuracy is taken on its batch before the update on it, and every
+  batch is freshly drawn, so this is a held-out estimate, if a noisier one."""
+  path = run.path / "metrics.jsonl"
+  if not path.exists():
+    return None
+  records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+  tail = [r for r in records if r.get("answer_acc") is not None][-TRAIN_TAIL:]
+  if not tail:
+    return None
+  return tail[-1]["step"], sum(r["answer_acc"] for r in tail) / len(tail)
+
+
 def _bins(records) -> list[str]:
   keys = {k for r in records for k in r["bins"]}
   return sorted(keys, key=lambda k: int(k.strip("[)").split(",")[0]))
@@ -130,8 +149,20 @@ def render(calibration: Path, toy_study: Path) -> str:
   else:
     bins = _bins([rec for _, m in measured for rec in m])
     header = ["setting", "tokens", "answer accuracy"] + [f"distance {b}" for b in bins]
-    parts.append(study.markdown_table(
-        header, [[describe(r.config)] + _row(r.config, m[-1], bins) for r, m in measured]))
+    table = [[describe(r.config)] + _row(r.config, m[-1], bins) for r, m in measured]
+    unmeasured = [(r, _train_accuracy(r)) for r in runs
+                  if not _measurements(r) and r.config["data"]["name"] != "synthetic"]
+    for r, found in unmeasured:
+      if found:
+        step, acc = found
+        tokens = step * r.config["train"]["batch_size"] * r.config["data"]["seq_len"]
+        table.append([describe(r.config), f"{tokens / 1e6:.1f}M (step {step})",
+                      f"{acc:.2f} (train)"] + ["-"] * len(bins))
+    parts.append(study.markdown_table(header, table))
+    if any(found for _, found in unmeasured):
+      parts += ["", f"*(train)*: the mean answer accuracy of the last {TRAIN_TAIL} logged "
+                "training batches, each taken before the update on it (fresh batches, so "
+                "held-out); by distance needs the synthetic source's single-token keys."]
     chosen = [(r, m) for r, m in measured if is_chosen(r.config)]
     parts += ["", "### The chosen setting over its training", ""]
     if chosen:
