@@ -749,7 +749,9 @@ def test_committed_calibration_tables_are_what_the_store_generates(tmp_path):
   from experiments import check_reports
   assert check_reports.calibration_differences() == []
   edited = tmp_path / "README.md"
-  edited.write_text((EXPERIMENTS / "README.md").read_text().replace("Awaiting a rerun", "Done", 1))
+  cal = load_runner("calibration")
+  edited.write_text((EXPERIMENTS / "README.md").read_text().replace(
+      cal.BEGIN, cal.BEGIN + "\n| a row typed by hand |", 1))
   assert check_reports.calibration_differences(edited) != []
 
 
@@ -770,3 +772,34 @@ def test_report_only_needs_no_jax(tmp_path):
                        text=True, env=dict(os.environ, PYTHONPATH=str(EXPERIMENTS.parent)))
   assert out.returncode == 0, out.stderr[-800:]
   assert (tmp_path / "a" / "REPORT.md").read_bytes() == (tmp_path / "b" / "REPORT.md").read_bytes()
+
+
+def test_convergence_table_averages_far_accuracy_by_quarter_of_training(monkeypatch, tmp_path):
+  """The convergence section groups the long run's evaluations into quarters of its tokens
+  and prints each quarter's mean, range and last value (computed here independently)."""
+  import types
+  cal = load_runner("calibration")
+  far_keys = ("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
+  values = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]          # 8 evaluations, 2 per quarter
+  curve = [{"step": 10 * (i + 1), "tokens": 1_000_000 * (i + 1), far_keys[0]: v, far_keys[1]: v,
+            "settings": {"examples": 32, "depths": [0.0, 0.25]}} for i, v in enumerate(values)]
+  run = types.SimpleNamespace(seed=0, curve=curve, path=Path("long"),
+                              matches=lambda **where: where["budget"] == 120.0)
+  other = types.SimpleNamespace(seed=0, curve=curve, path=Path("short"),
+                                matches=lambda **where: False)
+  table = cal._convergence([other, run])
+  assert "8 evaluations of 64 far examples each" in table
+  for i in range(4):
+    q = values[2 * i:2 * i + 2]
+    assert (f"| {i * 2:.1f}-{(i + 1) * 2:.1f}M ({i * 30}-{(i + 1) * 30} N) | 2 | "
+            f"{np.mean(q):.2f} | {min(q):.2f} / {max(q):.2f} | {q[-1]:.2f} |") in table
+  assert "Awaiting a rerun" in cal._convergence([other])
+  # The verdict against the study's F seeds at 30 N: last quarter's mean is 0.65.
+  for study_end, verdict in ((0.62, "converged at 30 N"), (0.58, "inconclusive"),
+                             (0.50, "not converged at 30 N")):
+    seeds = [types.SimpleNamespace(seed=s, path=Path(f"f{s}"), matches=lambda **w: True,
+                                   curve=[{"step": 5, "tokens": 5, far_keys[0]: study_end,
+                                           far_keys[1]: study_end}]) for s in (0, 1)]
+    monkeypatch.setattr(cal.study, "load_runs", lambda root, seeds=seeds: seeds)
+    table = cal._convergence([run], tmp_path)
+    assert f"**Verdict: {verdict}.**" in table and f"{0.65 - study_end:+.2f}" in table

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from experiments.toy_study import config as T
 from experiments.toy_study import runner, store, study
 
@@ -38,6 +40,9 @@ def main(argv=None):
                                       help="the findings' store (the baseline's seeds)"),
                        p.add_argument("--readme", default=str(Path(__file__).parents[1] / "README.md"),
                                       help="the file whose generated block is rewritten"))))
+  if not (inv.no_train or inv.report_only):     # the findings' setting, 4x longer
+    study.cli("sweep", "submit", Path(__file__).parent / "convergence.py", "--root", inv.root,
+              "--parallel", inv.parallel)
   if not inv.report_only:
     runs = runner.root_runs(inv)
     for run in runs:
@@ -174,11 +179,13 @@ def render(calibration: Path, toy_study: Path) -> str:
                                    fill=fill))
   parts += ["", "### The findings' full-attention baseline, three seeds: far accuracy", ""]
   parts.append(_baseline(toy_study))
+  parts += ["", "### How far from convergence: the findings' setting trained 4x longer", ""]
+  parts.append(_convergence(runs, toy_study))
   return "\n".join([BEGIN, ""] + parts + ["", END])
 
 
 def _baseline(toy_study: Path) -> str:
-  far = study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
+  far = _far()
   runs = study.load_runs(toy_study) if toy_study.is_dir() else []
   seeds = study.select(runs, size="toy-xs", pattern="F", pos_full="rope", budget=T.BUDGET)
   if not seeds:
@@ -191,6 +198,51 @@ def _baseline(toy_study: Path) -> str:
   row = [f"seeds {' / '.join(str(r.seed) for r in seeds)}"] + [
       " / ".join(f"{v:.2f}" for v in values_SxK[:, i]) for i in keep]
   return study.markdown_table(header, [row])
+
+
+def _far():
+  return study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
+
+
+def _convergence(runs, toy_study: Path | None = None) -> str:
+  """Far accuracy of convergence.py's run (F, 120 N, cosine over all of it), averaged over
+  the evaluations in each quarter of its training: does it still rise after 30 N?"""
+  from experiments.calibration import convergence
+  found = study.select(runs, size="toy-xs", pattern="F", pos_full="rope", budget=convergence.BUDGET)
+  if not found:
+    return AWAITING.format(what="runs of convergence.py", where="experiments/data/calibration",
+                           fill="python experiments/calibration/run.py")
+  tokens_K, values_SxK = study.curves(found[:1], _far())
+  quarter = tokens_K[-1] / 4
+  rows = []
+  for i in range(4):
+    inside = (tokens_K > i * quarter) & (tokens_K <= (i + 1) * quarter)
+    v = values_SxK[0, inside]
+    rows.append([f"{i * quarter / 1e6:.1f}-{(i + 1) * quarter / 1e6:.1f}M "
+                 f"({i * 30:.0f}-{(i + 1) * 30:.0f} N)", str(int(inside.sum())),
+                 f"{v.mean():.2f}", f"{v.min():.2f} / {v.max():.2f}",
+                 f"{values_SxK[0, np.flatnonzero(inside)[-1]]:.2f}"])
+  header = ["tokens (budget)", "evaluations", "mean far accuracy", "min / max", "last"]
+  n = study.examples_of(found[:1], _far())
+  text = (f"F, seed {found[0].seed}, one cosine schedule over 120 N: {len(tokens_K)} evaluations "
+          f"of {n} far examples each, grouped by quarter of training:\n\n"
+          + study.markdown_table(header, rows))
+  baseline = (study.select(study.load_runs(toy_study), size="toy-xs", pattern="F",
+                           pos_full="rope", budget=T.BUDGET)
+              if toy_study is not None and toy_study.is_dir() else [])
+  if not baseline:
+    return text
+  study_end = float(np.mean(study.curves(baseline, _far())[1][:, -1]))
+  last_quarter = float(values_SxK[0, tokens_K > 3 * quarter].mean())
+  gap = last_quarter - study_end
+  m = convergence.MARGIN
+  verdict = ("converged at 30 N" if gap < m else
+             "inconclusive" if gap < 2 * m else "not converged at 30 N")
+  return text + (
+      f"\n\nThe study's F runs at their last evaluation (30 N), mean of seeds "
+      f"{' / '.join(str(r.seed) for r in baseline)}: {study_end:.2f}. Last quarter here minus "
+      f"that: {gap:+.2f}. Rule (convergence.py, written before the run): under {m:.2f} "
+      f"converged, under {2 * m:.2f} inconclusive, else not converged. **Verdict: {verdict}.**")
 
 
 def replace_block(text: str, block: str) -> str:
