@@ -80,6 +80,13 @@ def target_platform() -> str:
   return _platform(jax.default_backend())
 
 
+def one_cpu_device() -> bool:
+  """Whether the code being traced is compiled for CPU and runs on one device (no mesh in
+  context, or a mesh of one): where an XLA path may trade parallel width for cache reuse."""
+  mesh = _context_mesh()
+  return target_platform() == "cpu" and (mesh is None or mesh.size == 1)
+
+
 def resolve(implementation: str, interpret=None) -> tuple[str, object]:
   """(concrete implementation, interpret) for the target platform.
 

@@ -703,7 +703,8 @@ def test_calibration_tables_are_generated_from_the_store(tmp_path):
   cal.main(argv)
   text = readme.read_text()
   assert text.startswith("# x\n\nbefore\n\n") and text.endswith("\n\nafter\n")
-  assert "old table" not in text and "Awaiting" not in text
+  assert "old table" not in text and "Awaiting" not in text.split("How far from convergence")[0]
+  assert "no runs of convergence.py are committed" in text      # none in this store
   assert "| synthetic, T=64, 8 pairs, B=32 | 4.1M (step 2000) | 0.30 | 0.80 (n=100) | 0.00 (n=40) |" in text
   assert "| 20.5M (step 5000) | 0.32 | 0.80 (n=100) | 0.20 (n=40) |" in text   # the chosen setting
   assert "| seeds 0 / 1 / 2 | 0.60 / 0.60 / 0.60 |" in text   # only the BASELINE_STEPS (1444)

@@ -130,8 +130,7 @@ def row_by_row_default() -> bool:
   on one device. On GPU and TPU the XLA path is a baseline whose rows should run in
   parallel; under a mesh of several devices the batch is sharded, and a loop over a sharded
   axis would gather it."""
-  mesh = dispatch._context_mesh()
-  return dispatch.target_platform() == "cpu" and (mesh is None or mesh.size == 1)
+  return dispatch.one_cpu_device()
 
 
 def _by_row(core, per_row, q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD):
