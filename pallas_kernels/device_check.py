@@ -105,7 +105,7 @@ def time_op(op, args, window, implementations, reps) -> list[dict]:
                        fwd_ms=fwd * 1e3, fwd_bwd_ms=fwd_bwd * 1e3))
     except Exception as e:          # a baseline this device lacks (e.g. cuDNN's window)
       rows.append(dict(op=op, implementation=name, t=args[0].shape[1], window=window,
-                       error=f"{type(e).__name__}: {e}".splitlines()[0]))
+                       error=error_line(e)))
   xla = next((r for r in rows if r["implementation"] == "xla" and "error" not in r), None)
   for r in rows:
     if xla and "error" not in r:
@@ -137,6 +137,11 @@ def train_steps(pattern, steps, seq_len, batch, size="S1") -> dict:
               first_step_tokens_per_s=metrics[0]["tokens_per_s"] if metrics else None,
               last_step_tokens_per_s=metrics[-1]["tokens_per_s"] if metrics else None,
               ok=bool(ok))
+
+
+def error_line(e: Exception) -> str:
+  """An exception as one bounded line, for a row that failed."""
+  return f"{type(e).__name__}: {e}".splitlines()[0][:500]
 
 
 def write_json_atomically(path, payload):
@@ -176,8 +181,9 @@ def main(argv=None) -> int:
   out = args.out or f"device_check_{platform}.json"
   kernel = dispatch.resolve("auto")[0]
   report = dict(device=jax.devices()[0].device_kind, platform=platform, kernel=kernel,
-                jax=jax.__version__, jaxlib=jax.lib.__version__ if hasattr(jax.lib, "__version__")
-                else None, python=sys.version.split()[0], args=vars(args), correctness=[], timing=[], training=[])
+                jax=jax.__version__, jaxlib=getattr(jax.lib, "__version__", None),
+                python=sys.version.split()[0], args=vars(args), correctness=[], timing=[],
+                training=[])
 
   started = time.perf_counter()
 
@@ -191,7 +197,7 @@ def main(argv=None) -> int:
     try:
       row = fn()
     except Exception as e:                         # noqa: BLE001 -- recorded, not hidden
-      row = dict(what, ok=False, error=f"{type(e).__name__}: {e}".splitlines()[0][:500])
+      row = dict(what, ok=False, error=error_line(e))
     row.update(row_s=time.perf_counter() - t0, elapsed_s=time.perf_counter() - started)
     report[section].append(row)
     print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
@@ -212,7 +218,7 @@ def main(argv=None) -> int:
         args_ = inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16)
         rows = time_op(op, args_, min(args.window, t), ("auto", "xla"), args.reps)
       except Exception as e:                       # noqa: BLE001
-        rows = [dict(op=op, t=t, error=f"{type(e).__name__}: {e}".splitlines()[0][:500])]
+        rows = [dict(op=op, t=t, error=error_line(e))]
       for row in rows:
         row["elapsed_s"] = time.perf_counter() - started
         report["timing"].append(row)

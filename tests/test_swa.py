@@ -128,11 +128,11 @@ def test_row_by_row_only_on_a_one_device_cpu():
   batch is sharded (a loop over it would gather it)."""
   from jax.sharding import AbstractMesh
   from pallas_kernels import dispatch
-  assert xla.row_by_row_default()
+  assert dispatch.one_cpu_device()
   for platform in ("gpu", "tpu"):
     with dispatch.compile_for(platform):
-      assert not xla.row_by_row_default()
+      assert not dispatch.one_cpu_device()
   with jax.sharding.use_abstract_mesh(AbstractMesh((2,), ("data",))):
-    assert not xla.row_by_row_default()
+    assert not dispatch.one_cpu_device()
   with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("data",))):
-    assert xla.row_by_row_default()
+    assert dispatch.one_cpu_device()

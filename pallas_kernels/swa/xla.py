@@ -125,26 +125,21 @@ def _full_causal_core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD, scale, c, dtype):
   return jnp.concatenate(o_blocks, axis=2)
 
 
-def row_by_row_default() -> bool:
-  """Whether ``per_row=None`` means row by row: when the code is compiled for CPU and runs
-  on one device. On GPU and TPU the XLA path is a baseline whose rows should run in
-  parallel; under a mesh of several devices the batch is sharded, and a loop over a sharded
-  axis would gather it."""
-  return dispatch.one_cpu_device()
-
-
 def _by_row(core, per_row, q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD):
   """``core`` on the grouped layouts, either at once or one (example, kv head) row at a time.
 
   Why row by row on CPU: XLA:CPU runs each op of the masked softmax (scores, max, exp, sum,
   and the backward's recompute, dp, ds) over the whole batch's score tensor, which at the
   toy shapes is several MB, larger than a core's L2, so each of those ~10 passes goes to
-  memory. One row's scores (a [T, G, L] strip) stay in cache across them. Measured fwd+bwd
-  on one core: full causal attention 1.3-1.5x faster at d64/T256 and d256/T512, SWA 1.1x at
-  w32/T256 and 1.4x at w128/T512 (``python -m pallas_kernels.bench --cpu-rows``). Same
-  arithmetic per row, so the same values up to the order XLA picks within a row."""
+  memory. One row's scores (a [T, G, L] strip) stay in cache across them; the gain is
+  largest where the score tensor is (full attention at the toy shape), ``python -m
+  pallas_kernels.bench --cpu-rows`` measures it per shape. Same
+  arithmetic per row, so the same values up to the order XLA picks within a row.
+  ``per_row=None``: row by row exactly on a one-device CPU target (``dispatch.one_cpu_device``):
+  on GPU and TPU the XLA path is a baseline whose rows should run in parallel, and under a
+  mesh of several devices the batch is sharded (a loop over it would gather it)."""
   if per_row is None:
-    per_row = row_by_row_default()
+    per_row = dispatch.one_cpu_device()
   if not per_row:
     return core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD)
   b, n_kv = k_BxKxTxD.shape[:2]
