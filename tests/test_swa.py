@@ -136,3 +136,11 @@ def test_row_by_row_only_on_a_one_device_cpu():
     assert not dispatch.one_cpu_device()
   with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("data",))):
     assert dispatch.one_cpu_device()
+
+
+@pytest.mark.parametrize("t,window,looped", [(256, 32, False),   # 2 MB of scores: at once
+                                             (256, 256, True)])  # 5 MB: row by row
+def test_row_by_row_by_default_only_once_the_scores_outgrow_the_cache(t, window, looped):
+  q, k, v = _qkv(8, t, 4, 2, 16)
+  jaxpr = str(jax.make_jaxpr(lambda q, k, v: xla.sliding_window_attention(q, k, v, window=window))(q, k, v))
+  assert ("scan" in jaxpr) == looped

@@ -103,7 +103,11 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   scale = d ** -0.5 if scale is None else scale
   c = block_size or causal_block_size(t)
   core = lambda q, k, v: _full_causal_core(q, k, v, scale, c, q_BxTxHxD.dtype)
-  return _ungrouped(_by_row(core, per_row, *_grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)))
+  b, _, h, _ = q_BxTxHxD.shape
+  keys_per_query = sum(min((i + 1) * c, t) * (min((i + 1) * c, t) - i * c)
+                       for i in range(-(-t // c))) / t
+  return _ungrouped(_by_row(core, per_row, b * h * t * keys_per_query,
+                            *_grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)))
 
 
 def _full_causal_core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD, scale, c, dtype):
@@ -125,7 +129,13 @@ def _full_causal_core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD, scale, c, dtype):
   return jnp.concatenate(o_blocks, axis=2)
 
 
-def _by_row(core, per_row, q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD):
+# Row by row pays once the batch's float32 scores outgrow a core's cache (2 MB L2 here):
+# ``bench --cpu-rows`` on one quiet core: toy SWA (2 MB of scores) 0.91x, toy full
+# attention (5 MB) 1.35x, d256 SWA / full (12 / 18 MB) 1.16x / 1.11x.
+ROW_BY_ROW_MIN_SCORE_BYTES = 3 * 2 ** 20
+
+
+def _by_row(core, per_row, scores, q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD):
   """``core`` on the grouped layouts, either at once or one (example, kv head) row at a time.
 
   Why row by row on CPU: XLA:CPU runs each op of the masked softmax (scores, max, exp, sum,
@@ -135,11 +145,13 @@ def _by_row(core, per_row, q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD):
   largest where the score tensor is (full attention at the toy shape), ``python -m
   pallas_kernels.bench --cpu-rows`` measures it per shape. Same
   arithmetic per row, so the same values up to the order XLA picks within a row.
-  ``per_row=None``: row by row exactly on a one-device CPU target (``dispatch.one_cpu_device``):
-  on GPU and TPU the XLA path is a baseline whose rows should run in parallel, and under a
-  mesh of several devices the batch is sharded (a loop over it would gather it)."""
+  ``per_row=None``: row by row on a one-device CPU target (``dispatch.one_cpu_device``) when
+  the whole batch's ``scores`` (score elements) exceed ROW_BY_ROW_MIN_SCORE_BYTES as float32:
+  on GPU and TPU the XLA path is a baseline whose rows should run in parallel, under a mesh
+  of several devices the batch is sharded (a loop over it would gather it), and scores that
+  fit in cache gain nothing from the loop."""
   if per_row is None:
-    per_row = dispatch.one_cpu_device()
+    per_row = dispatch.one_cpu_device() and 4 * scores >= ROW_BY_ROW_MIN_SCORE_BYTES
   if not per_row:
     return core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD)
   b, n_kv = k_BxKxTxD.shape[:2]
@@ -160,7 +172,10 @@ def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, sc
                                  block_size=block_size, per_row=per_row)
   c = block_size or default_block_size(t, window)
   core = lambda q, k, v: _sliding_window_core(q, k, v, window, scale, c, q_BxTxHxD.dtype)
-  return _ungrouped(_by_row(core, per_row, *_grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)))
+  b, _, h, _ = q_BxTxHxD.shape
+  strip = (math.ceil((window - 1) / c) + 1) * c              # keys a query block scores
+  return _ungrouped(_by_row(core, per_row, b * h * math.ceil(t / c) * c * strip,
+                            *_grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)))
 
 
 def _sliding_window_core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD, window, scale, c, dtype):
