@@ -10,7 +10,10 @@ One command, one JSON file (``--out``, default ``device_check_<platform>.json``)
    falling).
 
 Each row is saved as it comes, and a row that fails records its error in one line (``ok``
-false) and the check goes on; timing runs last since it is the longest part.
+false) and the check goes on; timing runs last since it is the longest part. On a machine
+lent for a fixed time, ``--budget-s`` stops starting rows in time for the file to say which
+were skipped, and ``--sections`` picks the order (``training,timing,correctness`` puts first
+what has not yet run on a device).
 
 On a CPU host it refuses with one line (the kernels only compile there: see
 ``python -m pallas_kernels.bench --memory TOPOLOGY`` and tests/test_pallas_compile.py).
@@ -36,6 +39,7 @@ from pallas_kernels.linear_scan import api as scan_api
 from pallas_kernels.swa import api as swa_api
 
 OPS = ("swa", "gla", "delta")
+SECTIONS = ("correctness", "training", "timing")
 TOLERANCE = {"float32": 2e-3, "bfloat16": 5e-2}   # relative to the XLA path's largest value
 
 
@@ -166,68 +170,92 @@ def main(argv=None) -> int:
   p.add_argument("--train-seq-len", type=int, default=4096)
   p.add_argument("--train-batch", type=int, default=8)
   p.add_argument("--patterns", default="SF,GF,MF")
+  p.add_argument("--sections", default=",".join(SECTIONS),
+                 help="which sections to run, in this order (default: %(default)s)")
+  p.add_argument("--budget-s", type=float, default=None,
+                 help="start no row after this many seconds: the rest is listed as skipped "
+                      "and the file is complete, rather than cut by a machine's time limit")
   args = p.parse_args(argv)
-  platform = dispatch.target_platform()
-  if platform == "cpu":
-    print("device_check needs a GPU or TPU (this host's JAX backend is cpu); to compile for "
-          "one from here: python -m pallas_kernels.bench --memory v5e:1x1", file=sys.stderr)
-    return 2
+  sections = args.sections.split(",")
+  if not sections or any(s not in SECTIONS for s in sections) or len(set(sections)) < len(sections):
+    p.error(f"--sections: distinct names from {','.join(SECTIONS)}; got {args.sections!r}")
   try:
     lengths = [int(x) for x in args.lengths.split(",")]
   except ValueError:
     p.error(f"--lengths: comma-separated integers; got {args.lengths!r}")
   if min(lengths + [args.window, args.steps, args.reps]) < 1:
     p.error("--lengths, --window, --steps and --reps must be >= 1")
+  platform = dispatch.target_platform()
+  if platform == "cpu":
+    print("device_check needs a GPU or TPU (this host's JAX backend is cpu); to compile for "
+          "one from here: python -m pallas_kernels.bench --memory v5e:1x1", file=sys.stderr)
+    return 2
   out = args.out or f"device_check_{platform}.json"
   kernel = dispatch.resolve("auto")[0]
   report = dict(device=jax.devices()[0].device_kind, platform=platform, kernel=kernel,
                 jax=jax.__version__, jaxlib=getattr(jax.lib, "__version__", None),
                 python=sys.version.split()[0], args=vars(args), correctness=[], timing=[],
-                training=[])
-
+                training=[], skipped=[])
   started = time.perf_counter()
 
   def save():
     write_json_atomically(out, report)
 
-  def guarded(section, fn, **what):
-    """One row of ``section``: ``fn()``'s, or the error in one line (ok False), so that one
-    failure (a kernel this jax cannot build, say) does not cost the rest of the check."""
+  def run_row(section, fn, what):
+    """``fn()``'s rows into ``section``, or its error in one line (ok False), so that one
+    failure (a kernel this jax cannot build, say) does not cost the rest of the check; past
+    the budget, the row is listed as skipped instead."""
+    elapsed = time.perf_counter() - started
+    if args.budget_s is not None and elapsed > args.budget_s:
+      report["skipped"].append(dict(what, section=section))
+      save()
+      return
     t0 = time.perf_counter()
     try:
-      row = fn()
+      rows = fn()
     except Exception as e:                         # noqa: BLE001 -- recorded, not hidden
-      row = dict(what, ok=False, error=error_line(e))
-    row.update(row_s=time.perf_counter() - t0, elapsed_s=time.perf_counter() - started)
-    report[section].append(row)
-    print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
+      rows = [dict(what, ok=False, error=error_line(e))]
+    for row in rows if isinstance(rows, list) else [rows]:
+      row.update(row_s=time.perf_counter() - t0, elapsed_s=time.perf_counter() - started)
+      report[section].append(row)
+      print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
     save()
 
-  for op in OPS:                                   # 1. kernel against XLA, fwd + grads
-    for dtype in (jnp.float32, jnp.bfloat16):
-      for t in (1000, 4096):                       # ragged and aligned
-        guarded("correctness", lambda: compare(op, "auto", inputs(op, 2, t, 4, 128, dtype),
-                                               window=min(512, t)),
-                op=op, dtype=jnp.dtype(dtype).name, t=t)
-  for pattern in args.patterns.split(","):         # 2. training with auto kernels
-    guarded("training", lambda: train_steps(pattern, args.steps, args.train_seq_len,
-                                            args.train_batch), pattern=pattern)
-  for t in lengths:                                # 3. timing (last: the longest part)
-    for op in OPS:
-      try:
-        args_ = inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16)
-        rows = time_op(op, args_, min(args.window, t), ("auto", "xla"), args.reps)
-      except Exception as e:                       # noqa: BLE001
-        rows = [dict(op=op, t=t, error=error_line(e))]
-      for row in rows:
-        row["elapsed_s"] = time.perf_counter() - started
-        report["timing"].append(row)
-        print(json.dumps(row), flush=True)
-      save()
+  for section in sections:
+    for fn, what in section_rows(section, args, lengths):
+      run_row(section, fn, what)
   report["ok"] = all(r["ok"] for r in report["correctness"] + report["training"])
+  if report["skipped"] or set(sections) != set(SECTIONS):
+    report["ok"] = False
+    report["incomplete"] = (f"{len(report['skipped'])} rows skipped past the "
+                            f"{args.budget_s:g} s budget" if report["skipped"] else
+                            f"ran only {','.join(sections)}")
   save()
-  print(f"wrote {out}: {'all checks passed' if report['ok'] else 'SOME CHECKS FAILED'}")
+  print(f"wrote {out}: {'all checks passed' if report['ok'] else 'SOME CHECKS FAILED'}"
+        + (f" ({report['incomplete']})" if "incomplete" in report else ""))
   return 0 if report["ok"] else 1
+
+
+def section_rows(section, args, lengths):
+  """(fn, what) of each row of ``section``: ``fn()`` returns its row (or rows); ``what`` names
+  the row if it fails or is skipped."""
+  if section == "correctness":                     # kernel against XLA, fwd + grads
+    for op in OPS:
+      for dtype in (jnp.float32, jnp.bfloat16):
+        for t in (1000, 4096):                     # ragged and aligned
+          yield (lambda op=op, dtype=dtype, t=t: compare(
+              op, "auto", inputs(op, 2, t, 4, 128, dtype), window=min(512, t)),
+                 dict(op=op, dtype=jnp.dtype(dtype).name, t=t))
+  elif section == "training":                      # training with auto kernels
+    for pattern in args.patterns.split(","):
+      yield (lambda pattern=pattern: train_steps(pattern, args.steps, args.train_seq_len,
+                                                  args.train_batch), dict(pattern=pattern))
+  else:                                            # timing: the longest part
+    for t in lengths:
+      for op in OPS:
+        yield (lambda op=op, t=t: time_op(
+            op, inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16),
+            min(args.window, t), ("auto", "xla"), args.reps), dict(op=op, t=t))
 
 
 if __name__ == "__main__":

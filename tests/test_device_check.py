@@ -28,6 +28,29 @@ def test_compare_passes_an_interpreted_kernel_and_catches_a_wrong_one(op):
     assert off > device_check.TOLERANCE["float32"]
 
 
+def test_rejects_unknown_sections_before_any_compute(capsys, tmp_path):
+  with pytest.raises(SystemExit):
+    device_check.main(["--out", str(tmp_path / "r.json"), "--sections", "training,speed"])
+  assert "--sections" in capsys.readouterr().err
+  assert not (tmp_path / "r.json").exists()
+
+
+def test_past_the_budget_rows_are_listed_as_skipped_and_the_file_says_incomplete(
+    monkeypatch, tmp_path):
+  """With a spent budget nothing runs (so this works on CPU, posing as a TPU host): every row
+  of the chosen sections is named in ``skipped``, in order, and the check fails."""
+  import json
+  monkeypatch.setattr(device_check.dispatch, "target_platform", lambda: "tpu")
+  out = tmp_path / "r.json"
+  assert device_check.main(["--out", str(out), "--budget-s", "0", "--lengths", "64,128",
+                            "--sections", "training,timing"]) == 1
+  report = json.loads(out.read_text())
+  assert [r["section"] for r in report["skipped"]] == ["training"] * 3 + ["timing"] * 6
+  assert [r.get("pattern") for r in report["skipped"][:3]] == ["SF", "GF", "MF"]
+  assert report["ok"] is False and "9 rows skipped" in report["incomplete"]
+  assert report["training"] == report["timing"] == report["correctness"] == []
+
+
 def test_max_relative_error():
   assert device_check.max_relative_error(np.array([1.0, 2.0]), np.array([1.0, 4.0])) == 0.5
 
@@ -61,7 +84,7 @@ def test_committed_device_results_say_what_their_rows_hold():
         worst = max([row["forward"]] + row["gradients"])
         assert row["ok"] == (worst <= device_check.TOLERANCE[row["dtype"]]), (f.name, row)
     complete = (len(report["training"]) == len(report["args"]["patterns"].split(","))
-                and report["timing"])
+                and report["timing"] and not report.get("skipped"))
     assert complete or (report.get("incomplete") and report["ok"] is False), f.name
     assert report["ok"] == (bool(complete) and all(
         r["ok"] for r in report["correctness"] + report["training"])), f.name
