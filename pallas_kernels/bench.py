@@ -219,7 +219,9 @@ def memory_report(topology: str, lengths, b=1, h=4, dk=128, dv=128) -> list[dict
 # The attention shapes of hybrid_jax's CPU benchmark family (hybrid_jax.bench.train.SHAPES):
 # name -> (B, T, H, H_kv, D, window); window >= T is full causal attention.
 CPU_ROW_SHAPES = {"toy S": (8, 256, 4, 2, 16, 32), "toy F": (8, 256, 4, 2, 16, 256),
-                  "d256 S": (8, 512, 4, 2, 64, 128), "d256 F": (8, 512, 4, 2, 64, 512)}
+                  "toy-B4 S": (4, 256, 4, 2, 16, 32), "toy-B4 F": (4, 256, 4, 2, 16, 256),
+                  "d256 S": (8, 512, 4, 2, 64, 128), "d256 F": (8, 512, 4, 2, 64, 512),
+                  "d256-B4 S": (4, 512, 4, 2, 64, 128), "d256-B4 F": (4, 512, 4, 2, 64, 512)}
 
 
 def cpu_rows_report(rounds: int = 7, reps: int = 3) -> list[dict]:

@@ -138,9 +138,38 @@ def test_row_by_row_only_on_a_one_device_cpu():
     assert dispatch.one_cpu_device()
 
 
-@pytest.mark.parametrize("t,window,looped", [(256, 32, False),   # 2 MB of scores: at once
-                                             (256, 256, True)])  # 5 MB: row by row
-def test_row_by_row_by_default_only_once_the_scores_outgrow_the_cache(t, window, looped):
-  q, k, v = _qkv(8, t, 4, 2, 16)
+@pytest.mark.parametrize("b,t,window,looped", [(8, 256, 32, False),   # 1.5 MB of scores: at once
+                                               (4, 256, 256, True),   # 2.5 MB: row by row
+                                               (8, 256, 256, True)])  # 5 MB: row by row
+def test_row_by_row_by_default_only_once_the_scores_outgrow_the_cache(b, t, window, looped):
+  q, k, v = _qkv(b, t, 4, 2, 16)
   jaxpr = str(jax.make_jaxpr(lambda q, k, v: xla.sliding_window_attention(q, k, v, window=window))(q, k, v))
   assert ("scan" in jaxpr) == looped
+
+
+@pytest.mark.parametrize("d,window,block", [(16, 32, 16), (16, 512, 64), (32, 128, 64),
+                                            (64, 32, 32), (64, 128, 128), (64, 512, 128),
+                                            (128, 128, 128)])
+def test_default_blocks_grow_with_the_head_dim(d, window, block):
+  """Measured on XLA:CPU: wide heads take 128-row blocks, narrow ones half the window (SWA)
+  or 64 rows (causal), never more rows than the window needs."""
+  if window >= 512:
+    assert xla.causal_block_size(512, d) == block
+  else:
+    assert xla.default_block_size(512, window, d) == block
+  assert xla.causal_block_size(512, 16) == 64 and xla.causal_block_size(4096, 64) == 256
+
+
+@pytest.mark.parametrize("t,window", [(300, 100), (300, 300)])
+def test_default_blocks_at_a_wide_head_agree_with_dense(t, window):
+  """At head dim 64 the default blocks are 100 (SWA) and 128 (causal, ragged last block)."""
+  q, k, v = _qkv(2, t, 4, 2, 64, seed=6)
+  w = jax.random.normal(jax.random.PRNGKey(7), (2, t, 4, 64))
+  fns = (lambda q, k, v: reference.sliding_window_attention(q, k, v, window=window),
+         lambda q, k, v: xla.sliding_window_attention(q, k, v, window=window))
+  (value, grads), (want, want_grads) = (
+      jax.jit(jax.value_and_grad(lambda q, k, v, f=f: jnp.sum(f(q, k, v) * w),
+                                 argnums=(0, 1, 2)))(q, k, v) for f in fns[::-1])
+  np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-3)
+  for g, g_want in zip(grads, want_grads):
+    np.testing.assert_allclose(g, g_want, rtol=1e-4, atol=1e-4)

@@ -14,11 +14,20 @@ import jax.numpy as jnp
 from pallas_kernels import dispatch
 
 
-def default_block_size(t: int, window: int) -> int:
-  """Half the window: each query block then reads a key strip of ~1.5 w (w = block gives
-  2 w), while blocks stay large enough for efficient matmuls."""
-  block = min(max(window // 2, 32), 256)
-  return max(1, min(block, t))
+# Query blocks by head dim: measured on XLA:CPU (fwd+bwd, one core), the best block grows
+# with the head dim, since the score matmuls' efficiency ([C*G, D] x [D, L]) grows with
+# their size while the masked softmax's cost grows only with the scores: at D >= 64,
+# 128-row blocks beat 64-row ones by 11-14% (SWA w128 and full T512 at D 64, w128 at D 128)
+# although they score more masked keys; at D 16, 16-row SWA blocks beat 32-row ones by
+# 4-10% (w 32, 64) and 64-row causal blocks stay best.
+WIDE_HEAD_DIM = 64
+
+
+def default_block_size(t: int, window: int, head_dim: int = 0) -> int:
+  """Sliding window: blocks of min(w, 128) rows for heads of >= 64 dims (a strip of ~2 w
+  keys), else half the window (~1.5 w keys), at least 16; at most 256 rows, at most T."""
+  block = min(window, 128) if head_dim >= WIDE_HEAD_DIM else max(window // 2, 16)
+  return max(1, min(block, 256, t))
 
 
 def _grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
@@ -86,12 +95,13 @@ def _softmax_attend(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale, out_dtype):
   return attend(q_QxGxD, k_LxD, v_LxD, mask_QxL)
 
 
-def causal_block_size(t: int) -> int:
-  """Query blocks of >= 64 rows, at most 16 of them: skipping the key blocks above the
-  diagonal saves (N - 1) / 2N of the work, and few blocks keep the program small. 64 rather
-  than 128: at T = 256..512 (the toy shapes) the smaller blocks' score tiles stay in cache
-  and the causal saving grows; fwd+bwd measured 20-30% faster on XLA:CPU."""
-  return max(64, -(-t // 16))
+def causal_block_size(t: int, head_dim: int = 0) -> int:
+  """Query blocks of >= 64 rows (>= 128 for heads of >= 64 dims), at most 16 of them:
+  skipping the key blocks above the diagonal saves (N - 1) / 2N of the work, and few blocks
+  keep the program small. 64 rather than 128 at small heads: at T = 256..512 (the toy
+  shapes) the smaller blocks' score tiles stay in cache and the causal saving grows; fwd+bwd
+  measured 20-30% faster on XLA:CPU."""
+  return max(128 if head_dim >= WIDE_HEAD_DIM else 64, -(-t // 16))
 
 
 def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
@@ -101,7 +111,7 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   ``_by_row``."""
   t, d = q_BxTxHxD.shape[1], q_BxTxHxD.shape[3]
   scale = d ** -0.5 if scale is None else scale
-  c = block_size or causal_block_size(t)
+  c = block_size or causal_block_size(t, d)
   core = lambda q, k, v: _full_causal_core(q, k, v, scale, c, q_BxTxHxD.dtype)
   b, _, h, _ = q_BxTxHxD.shape
   keys_per_query = sum(min((i + 1) * c, t) * (min((i + 1) * c, t) - i * c)
@@ -130,9 +140,10 @@ def _full_causal_core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD, scale, c, dtype):
 
 
 # Row by row pays once the batch's float32 scores outgrow a core's cache (2 MB L2 here):
-# ``bench --cpu-rows`` on one quiet core: toy SWA (2 MB of scores) 0.91x, toy full
-# attention (5 MB) 1.35x, d256 SWA / full (12 / 18 MB) 1.16x / 1.11x.
-ROW_BY_ROW_MIN_SCORE_BYTES = 3 * 2 ** 20
+# ``bench --cpu-rows`` on one quiet core (32-row SWA blocks at D 16): toy SWA (2 MB of
+# scores) 0.91-0.95x, toy-B4 full attention (2.5 MB) 1.29-1.30x, toy full (5 MB) 1.35x,
+# d256 SWA / full (12 / 18 MB) 1.15x / 1.07-1.11x; d256-B4 (6 / 9 MB) about even.
+ROW_BY_ROW_MIN_SCORE_BYTES = 9 * 2 ** 18          # 2.25 MB
 
 
 def _by_row(core, per_row, scores, q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD):
@@ -170,7 +181,7 @@ def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, sc
   if window >= t:
     return full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, scale=scale,
                                  block_size=block_size, per_row=per_row)
-  c = block_size or default_block_size(t, window)
+  c = block_size or default_block_size(t, window, d)
   core = lambda q, k, v: _sliding_window_core(q, k, v, window, scale, c, q_BxTxHxD.dtype)
   b, _, h, _ = q_BxTxHxD.shape
   strip = (math.ceil((window - 1) / c) + 1) * c              # keys a query block scores
