@@ -11,6 +11,7 @@ they are left out unless ``--interpret`` asks for them, and then are labelled so
 """
 
 import argparse
+import functools
 import json
 import time
 
@@ -224,10 +225,11 @@ CPU_ROW_SHAPES = {"toy S": (8, 256, 4, 2, 16, 32), "toy F": (8, 256, 4, 2, 16, 2
                   "d256-B4 S": (4, 512, 4, 2, 64, 128), "d256-B4 F": (4, 512, 4, 2, 64, 512)}
 
 
-def cpu_rows_report(rounds: int = 7, reps: int = 3) -> list[dict]:
-  """Forward+backward of the XLA attention path one (example, kv head) row at a time against
-  the whole batch at once (``swa.xla._by_row``), interleaved round by round in one process:
-  per shape, each side's median ms and the median [min, max] of the rounds' ratios."""
+def _cpu_attention_ab(variants, rounds, reps) -> list[dict]:
+  """Forward+backward of the XLA attention path under each of ``variants(shape)`` (name ->
+  keyword arguments of ``swa.xla.sliding_window_attention``), interleaved round by round in
+  one process, at every shape of CPU_ROW_SHAPES: each variant's median ms, and the median
+  [min, max] over rounds of the first variant's speedup over each other one."""
   from pallas_kernels.swa import xla as swa_xla
   rows = []
   for name, (b, t, h, kv, d, window) in CPU_ROW_SHAPES.items():
@@ -235,26 +237,46 @@ def cpu_rows_report(rounds: int = 7, reps: int = 3) -> list[dict]:
     args = (jax.random.normal(ks[0], (b, t, h, d)),
             jax.random.normal(ks[1], (b, t, kv, d)), jax.random.normal(ks[2], (b, t, kv, d)))
     grads = {}
-    for per_row in (False, True):
-      f = lambda q, k, v, per_row=per_row: swa_xla.sliding_window_attention(
-          q, k, v, window=window, per_row=per_row)
-      grads[per_row] = jax.jit(jax.grad(lambda *a, f=f: jnp.sum(f(*a) ** 2), argnums=(0, 1, 2)))
-      jax.block_until_ready(grads[per_row](*args))
-    times = {False: [], True: []}
+    for label, kwargs in variants(t, window, d).items():
+      f = functools.partial(swa_xla.sliding_window_attention, window=window, **kwargs)
+      grads[label] = jax.jit(jax.grad(lambda *a, f=f: jnp.sum(f(*a) ** 2), argnums=(0, 1, 2)))
+    times = {label: [] for label in grads}
     for _ in range(rounds):
-      for per_row, g in grads.items():
-        times[per_row].append(time_call(g, *args, reps=reps))
-    ratios = np.array(times[False]) / np.array(times[True])
+      for label, g in grads.items():
+        times[label].append(time_call(g, *args, reps=reps))
+    first, *others = grads
     row = dict(shape=name, b=b, t=t, h=h, kv=kv, d=d, window=window,
-               whole_ms=float(np.median(times[False])) * 1e3,
-               rows_ms=float(np.median(times[True])) * 1e3,
-               speedup=float(np.median(ratios)), speedup_min=float(ratios.min()),
-               speedup_max=float(ratios.max()))
-    print(f"{name:8s} B{b} T{t} H{h}/{kv} D{d} w{window}: whole batch {row['whole_ms']:7.2f} ms, "
-          f"row by row {row['rows_ms']:7.2f} ms, speedup {row['speedup']:.2f} "
-          f"[{row['speedup_min']:.2f}, {row['speedup_max']:.2f}]", flush=True)
+               ms={label: float(np.median(ts)) * 1e3 for label, ts in times.items()})
+    for other in others:
+      ratios = np.array(times[other]) / np.array(times[first])
+      row[f"speedup_over_{other}"] = [float(np.median(ratios)), float(ratios.min()),
+                                      float(ratios.max())]
+    print(f"{name:9s} B{b} T{t} H{h}/{kv} D{d} w{window}: "
+          + ", ".join(f"{label} {ms:7.2f} ms" for label, ms in row["ms"].items()) + "; "
+          + ", ".join(f"{first} over {other} {r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]"
+                      for other in others for r in [row[f"speedup_over_{other}"]]), flush=True)
     rows.append(row)
   return rows
+
+
+def cpu_rows_report(rounds: int = 7, reps: int = 3) -> list[dict]:
+  """One (example, kv head) row at a time against the whole batch (``swa.xla._by_row``)."""
+  return _cpu_attention_ab(lambda t, window, d: {"row by row": dict(per_row=True),
+                                                 "whole batch": dict(per_row=False)},
+                           rounds, reps)
+
+
+def cpu_blocks_report(rounds: int = 7, reps: int = 3) -> list[dict]:
+  """The default query block (``swa.xla.default_block_size`` / ``causal_block_size``)
+  against half and twice it, row-by-row policy as by default."""
+  from pallas_kernels.swa import xla as swa_xla
+
+  def variants(t, window, d):
+    c = (swa_xla.causal_block_size(t) if window >= t
+         else swa_xla.default_block_size(t, window))
+    blocks = [c] + [x for x in (c // 2, 2 * c) if 1 <= x <= t]
+    return {f"block {x}": dict(block_size=x) for x in blocks}
+  return _cpu_attention_ab(variants, rounds, reps)
 
 
 def main(argv=None):
@@ -283,9 +305,12 @@ def main(argv=None):
   p.add_argument("--cpu-rows", action="store_true",
                  help="instead: the CPU attention path row by row against the whole batch, "
                       "fwd+bwd at the toy family's shapes (pin to one core: taskset -c 0)")
+  p.add_argument("--cpu-blocks", action="store_true",
+                 help="instead: the CPU attention path's default query block against half and "
+                      "twice it, fwd+bwd at the toy family's shapes (pin to one core)")
   args = p.parse_args(argv)
-  if args.cpu_rows:
-    rows = cpu_rows_report(reps=args.reps)
+  if args.cpu_rows or args.cpu_blocks:
+    rows = (cpu_rows_report if args.cpu_rows else cpu_blocks_report)(reps=args.reps)
     if args.json:
       with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)

@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     write_json_atomically(out, report)
 
   def run_row(section, fn, what):
-    """``fn()``'s rows into ``section``, or its error in one line (ok False), so that one
+    """``fn()``'s rows (a list) into ``section``, or its error in one line (ok False), so that one
     failure (a kernel this jax cannot build, say) does not cost the rest of the check; past
     the budget, the row is listed as skipped instead."""
     elapsed = time.perf_counter() - started
@@ -215,7 +215,7 @@ def main(argv=None) -> int:
       rows = fn()
     except Exception as e:                         # noqa: BLE001 -- recorded, not hidden
       rows = [dict(what, ok=False, error=error_line(e))]
-    for row in rows if isinstance(rows, list) else [rows]:
+    for row in rows:
       row.update(row_s=time.perf_counter() - t0, elapsed_s=time.perf_counter() - started)
       report[section].append(row)
       print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
@@ -237,19 +237,19 @@ def main(argv=None) -> int:
 
 
 def section_rows(section, args, lengths):
-  """(fn, what) of each row of ``section``: ``fn()`` returns its row (or rows); ``what`` names
-  the row if it fails or is skipped."""
+  """(fn, what) of each row of ``section``: ``fn()`` returns its rows (a list: timing gives
+  one per implementation); ``what`` names the row if it fails or is skipped."""
   if section == "correctness":                     # kernel against XLA, fwd + grads
     for op in OPS:
       for dtype in (jnp.float32, jnp.bfloat16):
         for t in (1000, 4096):                     # ragged and aligned
-          yield (lambda op=op, dtype=dtype, t=t: compare(
-              op, "auto", inputs(op, 2, t, 4, 128, dtype), window=min(512, t)),
+          yield (lambda op=op, dtype=dtype, t=t: [compare(
+              op, "auto", inputs(op, 2, t, 4, 128, dtype), window=min(512, t))],
                  dict(op=op, dtype=jnp.dtype(dtype).name, t=t))
   elif section == "training":                      # training with auto kernels
     for pattern in args.patterns.split(","):
-      yield (lambda pattern=pattern: train_steps(pattern, args.steps, args.train_seq_len,
-                                                  args.train_batch), dict(pattern=pattern))
+      yield (lambda pattern=pattern: [train_steps(pattern, args.steps, args.train_seq_len,
+                                                   args.train_batch)], dict(pattern=pattern))
   else:                                            # timing: the longest part
     for t in lengths:
       for op in OPS:

@@ -37,9 +37,26 @@ def test_cpu_rows_bench_times_both_paths_per_shape(capsys, monkeypatch):
   out = capsys.readouterr().out
   assert [r["shape"] for r in rows] == ["tiny S", "tiny F"]
   for r in rows:
-    assert r["whole_ms"] > 0 and r["rows_ms"] > 0
-    assert r["speedup_min"] <= r["speedup"] <= r["speedup_max"]
-    assert f"{r['shape']:8s} B2 T24" in out
+    assert list(r["ms"]) == ["row by row", "whole batch"] and min(r["ms"].values()) > 0
+    median, low, high = r["speedup_over_whole batch"]
+    assert low <= median <= high
+    assert f"{r['shape']:9s} B2 T24" in out
+
+
+def test_cpu_blocks_bench_times_the_default_block_against_half_and_twice(capsys, monkeypatch):
+  """SWA w8: default 16 rows, timed beside 8 and 32; causal T24: default 64 rows (one
+  block), and 32 beside it (twice it exceeds T)."""
+  from pallas_kernels.swa import xla
+  monkeypatch.setattr(bench, "CPU_ROW_SHAPES", {"tiny S": (1, 48, 2, 1, 8, 8),
+                                                "tiny F": (1, 40, 2, 1, 8, 40)})
+  rows = bench.main(["--cpu-blocks", "--reps", "1"])
+  assert xla.default_block_size(48, 8) == 16 and xla.causal_block_size(40) == 64
+  assert list(rows[0]["ms"]) == ["block 16", "block 8", "block 32"]
+  assert list(rows[1]["ms"]) == ["block 64", "block 32"]
+  for other in ("block 8", "block 32"):
+    median, low, high = rows[0][f"speedup_over_{other}"]
+    assert low <= median <= high
+  assert "block 16 over block 8" in capsys.readouterr().out
 
 
 def test_bench_rejects_bad_arguments():

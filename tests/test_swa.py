@@ -147,22 +147,20 @@ def test_row_by_row_by_default_only_once_the_scores_outgrow_the_cache(b, t, wind
   assert ("scan" in jaxpr) == looped
 
 
-@pytest.mark.parametrize("d,window,block", [(16, 32, 16), (16, 512, 64), (32, 128, 64),
-                                            (64, 32, 32), (64, 128, 128), (64, 512, 128),
-                                            (128, 128, 128)])
-def test_default_blocks_grow_with_the_head_dim(d, window, block):
-  """Measured on XLA:CPU: wide heads take 128-row blocks, narrow ones half the window (SWA)
-  or 64 rows (causal), never more rows than the window needs."""
-  if window >= 512:
-    assert xla.causal_block_size(512, d) == block
-  else:
-    assert xla.default_block_size(512, window, d) == block
-  assert xla.causal_block_size(512, 16) == 64 and xla.causal_block_size(4096, 64) == 256
+@pytest.mark.parametrize("t,window,block", [(1024, 32, 16), (1024, 20, 16), (1024, 128, 64),
+                                            (1024, 1000, 256), (12, 64, 12)])
+def test_default_swa_blocks_are_half_the_window_within_bounds(t, window, block):
+  assert xla.default_block_size(t, window) == block
+
+
+@pytest.mark.parametrize("t,block", [(256, 64), (512, 64), (4096, 256)])
+def test_default_causal_blocks_are_64_rows_or_a_sixteenth(t, block):
+  assert xla.causal_block_size(t) == block
 
 
 @pytest.mark.parametrize("t,window", [(300, 100), (300, 300)])
-def test_default_blocks_at_a_wide_head_agree_with_dense(t, window):
-  """At head dim 64 the default blocks are 100 (SWA) and 128 (causal, ragged last block)."""
+def test_default_blocks_at_head_dim_64_agree_with_dense(t, window):
+  """At head dim 64 with the default blocks (SWA 50 rows, causal 64: ragged last blocks)."""
   q, k, v = _qkv(2, t, 4, 2, 64, seed=6)
   w = jax.random.normal(jax.random.PRNGKey(7), (2, t, 4, 64))
   fns = (lambda q, k, v: reference.sliding_window_attention(q, k, v, window=window),

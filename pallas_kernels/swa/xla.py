@@ -14,20 +14,13 @@ import jax.numpy as jnp
 from pallas_kernels import dispatch
 
 
-# Query blocks by head dim: measured on XLA:CPU (fwd+bwd, one core), the best block grows
-# with the head dim, since the score matmuls' efficiency ([C*G, D] x [D, L]) grows with
-# their size while the masked softmax's cost grows only with the scores: at D >= 64,
-# 128-row blocks beat 64-row ones by 11-14% (SWA w128 and full T512 at D 64, w128 at D 128)
-# although they score more masked keys; at D 16, 16-row SWA blocks beat 32-row ones by
-# 4-10% (w 32, 64) and 64-row causal blocks stay best. In the whole train step the gain is
-# small: old against new blocks in one process, d256 1.00-1.06x, toy 1.00-1.01x.
-WIDE_HEAD_DIM = 64
-
-
-def default_block_size(t: int, window: int, head_dim: int = 0) -> int:
-  """Sliding window: blocks of min(w, 128) rows for heads of >= 64 dims (a strip of ~2 w
-  keys), else half the window (~1.5 w keys), at least 16; at most 256 rows, at most T."""
-  block = min(window, 128) if head_dim >= WIDE_HEAD_DIM else max(window // 2, 16)
+def default_block_size(t: int, window: int) -> int:
+  """Half the window (each query block then reads a key strip of ~1.5 w; w gives 2 w), at
+  least 16 rows, at most 256, at most T. ``python -m pallas_kernels.bench --cpu-blocks`` times
+  it against half and twice it on XLA:CPU: at the toy SWA (w 32) 16-row blocks are 1.06-1.17x
+  32-row ones; at d256 (D 64, w 128) no block wins across runs and batches (64 rows over 128:
+  0.89-0.98x at B 8, 1.10x at B 4; 256 rows 1.8x slower)."""
+  block = max(window // 2, 16)
   return max(1, min(block, 256, t))
 
 
@@ -96,13 +89,15 @@ def _softmax_attend(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale, out_dtype):
   return attend(q_QxGxD, k_LxD, v_LxD, mask_QxL)
 
 
-def causal_block_size(t: int, head_dim: int = 0) -> int:
-  """Query blocks of >= 64 rows (>= 128 for heads of >= 64 dims), at most 16 of them:
-  skipping the key blocks above the diagonal saves (N - 1) / 2N of the work, and few blocks
-  keep the program small. 64 rather than 128 at small heads: at T = 256..512 (the toy
-  shapes) the smaller blocks' score tiles stay in cache and the causal saving grows; fwd+bwd
-  measured 20-30% faster on XLA:CPU."""
-  return max(128 if head_dim >= WIDE_HEAD_DIM else 64, -(-t // 16))
+def causal_block_size(t: int) -> int:
+  """Query blocks of >= 64 rows, at most 16 of them: skipping the key blocks above the
+  diagonal saves (N - 1) / 2N of the work, and few blocks keep the program small. 64 rather
+  than 128: at T = 256..512 (the toy shapes) the smaller blocks' score tiles stay in cache
+  and the causal saving grows (``bench --cpu-blocks``: toy 1.19-1.26x over 128 rows). At
+  d256 (D 64) 128 rows are 1.09-1.11x faster at B 8 and even at B 4; not taken: with them
+  ``hybrid-jax bench train`` showed no step-level gain (d256 family 1.24 / 1.27 / 1.28x
+  torch before, 1.29 / 1.20 / 1.24x after)."""
+  return max(64, -(-t // 16))
 
 
 def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
@@ -112,7 +107,7 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   ``_by_row``."""
   t, d = q_BxTxHxD.shape[1], q_BxTxHxD.shape[3]
   scale = d ** -0.5 if scale is None else scale
-  c = block_size or causal_block_size(t, d)
+  c = block_size or causal_block_size(t)
   core = lambda q, k, v: _full_causal_core(q, k, v, scale, c, q_BxTxHxD.dtype)
   b, _, h, _ = q_BxTxHxD.shape
   keys_per_query = sum(min((i + 1) * c, t) * (min((i + 1) * c, t) - i * c)
@@ -141,7 +136,7 @@ def _full_causal_core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD, scale, c, dtype):
 
 
 # Row by row pays once the batch's float32 scores outgrow a core's cache (2 MB L2 here):
-# ``bench --cpu-rows`` on one quiet core (32-row SWA blocks at D 16): toy SWA (2 MB of
+# ``bench --cpu-rows`` on one quiet core (with 32-row SWA blocks): toy SWA (2 MB of
 # scores) 0.91-0.95x, toy-B4 full attention (2.5 MB) 1.29-1.30x, toy full (5 MB) 1.35x,
 # d256 SWA / full (12 / 18 MB) 1.15x / 1.07-1.11x; d256-B4 (6 / 9 MB) about even.
 ROW_BY_ROW_MIN_SCORE_BYTES = 9 * 2 ** 18          # 2.25 MB
@@ -182,7 +177,7 @@ def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, sc
   if window >= t:
     return full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, scale=scale,
                                  block_size=block_size, per_row=per_row)
-  c = block_size or default_block_size(t, window, d)
+  c = block_size or default_block_size(t, window)
   core = lambda q, k, v: _sliding_window_core(q, k, v, window, scale, c, q_BxTxHxD.dtype)
   b, _, h, _ = q_BxTxHxD.shape
   strip = (math.ceil((window - 1) / c) + 1) * c              # keys a query block scores
