@@ -100,26 +100,38 @@ def test_api_rejects_bad_gqa():
 
 
 @pytest.mark.parametrize("t,window,block,h,kv", [
-    (40, 13, 8, 4, 2),     # band over two earlier blocks, GQA
+    (40, 13, 8, 4, 2),     # strips: band over two earlier blocks, GQA
+    (100, 70, 32, 4, 2),   # block by block (few blocks of >= 32 rows), ragged last block
     (37, 64, 16, 6, 3),    # full causal, ragged T
 ])
-def test_row_by_row_and_whole_batch_agree_with_dense(t, window, block, h, kv):
-  """The CPU path's loop over (example, kv head) rows computes what the whole-batch path
-  and the dense reference compute, forward and gradients."""
-  q, k, v = _qkv(3, t, h, kv, 8, seed=4)
-  w = jax.random.normal(jax.random.PRNGKey(5), (3, t, h, 8))
-  fns = {"dense": lambda q, k, v: reference.sliding_window_attention(q, k, v, window=window)}
-  for per_row in (True, False):
-    fns[per_row] = functools.partial(xla.sliding_window_attention, window=window,
-                                     block_size=block, per_row=per_row)
+@pytest.mark.parametrize("rows", [1, 2, 4, None])   # rows per loop step; None: whole batch
+def test_row_loop_agrees_with_dense(t, window, block, h, kv, rows, monkeypatch):
+  """The CPU path's loop over (example, kv head) rows, one, two (kv heads of one example or
+  one of each of two) or four rows a step, and the whole batch at once, compute what the
+  dense reference computes, forward and gradients, under the loop's own custom VJP."""
+  b = 4
+  monkeypatch.setattr(xla, "_rows_per_step",
+                      lambda per_row, scores, b, n_kv: rows or b * n_kv)
+  q, k, v = _qkv(b, t, h, kv, 8, seed=4)
+  w = jax.random.normal(jax.random.PRNGKey(5), (b, t, h, 8))
+  fns = {"dense": lambda q, k, v: reference.sliding_window_attention(q, k, v, window=window),
+         "xla": functools.partial(xla.sliding_window_attention, window=window, block_size=block)}
   results = {name: jax.jit(jax.value_and_grad(lambda q, k, v, f=f: jnp.sum(f(q, k, v) * w),
                                               argnums=(0, 1, 2)))(q, k, v)
              for name, f in fns.items()}
-  for per_row in (True, False):
-    (value, grads), (want, want_grads) = results[per_row], results["dense"]
-    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-4)   # a sum of ~5K terms
-    for g, g_want in zip(grads, want_grads):
-      np.testing.assert_allclose(g, g_want, rtol=1e-4, atol=1e-5)
+  (value, grads), (want, want_grads) = results["xla"], results["dense"]
+  np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-4)   # a sum of ~5K terms
+  for g, g_want in zip(grads, want_grads):
+    np.testing.assert_allclose(g, g_want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("scores,per_row,rows", [
+    (2 ** 18, None, 16),          # 1 MB of scores: the whole batch (2 examples x 8 kv heads)
+    (2 ** 20, None, 4),           # 4 MB: as many rows as fit 1 MB
+    (2 ** 24, None, 1),           # 64 MB: one row a step
+    (2 ** 18, True, 16), (2 ** 24, False, 16)])
+def test_rows_per_loop_step_follow_the_cache_budget(scores, per_row, rows):
+  assert xla._rows_per_step(per_row, scores, 2, 8) == rows
 
 
 def test_row_by_row_only_on_a_one_device_cpu():
@@ -143,8 +155,9 @@ def test_row_by_row_only_on_a_one_device_cpu():
                                                (8, 256, 256, True)])  # 5 MB: row by row
 def test_row_by_row_by_default_only_once_the_scores_outgrow_the_cache(b, t, window, looped):
   q, k, v = _qkv(b, t, 4, 2, 16)
-  jaxpr = str(jax.make_jaxpr(lambda q, k, v: xla.sliding_window_attention(q, k, v, window=window))(q, k, v))
-  assert ("scan" in jaxpr) == looped
+  jaxpr = str(jax.make_jaxpr(jax.grad(
+      lambda q, k, v: jnp.sum(xla.sliding_window_attention(q, k, v, window=window))))(q, k, v))
+  assert ("scan" in jaxpr or "while" in jaxpr) == looped
 
 
 @pytest.mark.parametrize("t,window,block", [(1024, 32, 16), (1024, 20, 16), (1024, 128, 64),

@@ -6,6 +6,8 @@ gathered into one [C + n*C] strip per query block, so the whole op is two batche
 and a masked softmax; no T x T matrix is ever formed.
 """
 
+import collections
+import functools
 import math
 
 import jax
@@ -24,69 +26,37 @@ def default_block_size(t: int, window: int) -> int:
   return max(1, min(block, 256, t))
 
 
-def _grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
-  """Kv-group-major layouts: q [B, K, T, G, D], k and v [B, K, T, D]. With T ahead of the
-  group axis, a block of queries and its heads form one contiguous matmul operand, so the
-  score and value einsums need no transposes inside (XLA:CPU's batched matmuls are slow
-  on strided operands)."""
-  b, t, h, d = q_BxTxHxD.shape
-  n_kv = k_BxTxKxD.shape[2]
-  q_BxKxTxGxD = q_BxTxHxD.reshape(b, t, n_kv, h // n_kv, d).transpose(0, 2, 1, 3, 4)
-  return q_BxKxTxGxD, k_BxTxKxD.transpose(0, 2, 1, 3), v_BxTxKxD.transpose(0, 2, 1, 3)
+def _attend_forward(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale):
+  """Masked softmax attention over leading batch axes: q [..., Q, G, D], k/v [..., L, D],
+  mask [..., Q, L]. Returns the float32 output and the row log-sum-exp [..., Q, G]."""
+  s = jnp.einsum("...qgd,...ld->...qgl", q_QxGxD, k_LxD, preferred_element_type=jnp.float32)
+  s = jnp.where(mask_QxL[..., :, None, :], s * scale, -jnp.inf)
+  m = jnp.max(s, axis=-1, keepdims=True)
+  m = jnp.where(jnp.isfinite(m), m, 0.0)     # a query that sees no key (padding rows)
+  p = jnp.exp(s - m)
+  l = jnp.maximum(jnp.sum(p, axis=-1, keepdims=True), 1e-30)
+  o = jnp.einsum("...qgl,...ld->...qgd", p.astype(v_LxD.dtype), v_LxD,
+                 preferred_element_type=jnp.float32) / l
+  return o, (m + jnp.log(l))[..., 0]
 
 
-def _ungrouped(o_BxKxTxGxD):
-  b, n_kv, t, g, d = o_BxKxTxGxD.shape
-  return o_BxKxTxGxD.transpose(0, 2, 1, 3, 4).reshape(b, t, n_kv * g, d)
-
-
-def _softmax_attend(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale, out_dtype):
-  """Masked softmax attention over leading batch axes: q [..., Q, G, D], k/v [..., L, D].
-
-  The backward pass is flash-style (custom_vjp): it keeps only the output and the row
-  log-sum-exp, recomputes the probabilities with one fused exp, and takes the softmax
-  gradient's row term from dO . O instead of a reduction over the keys; this saves
-  several full passes over the [Q, G, L] score tensor, which dominate on CPU.
-  """
-  def scores(q, k, mask):
-    s = jnp.einsum("...qgd,...ld->...qgl", q, k, preferred_element_type=jnp.float32)
-    return jnp.where(mask[..., :, None, :], s * scale, -jnp.inf)
-
-  def forward(q, k, v, mask):
-    s = scores(q, k, mask)
-    m = jnp.max(s, axis=-1, keepdims=True)
-    m = jnp.where(jnp.isfinite(m), m, 0.0)     # a query that sees no key (padding rows)
-    p = jnp.exp(s - m)
-    l = jnp.sum(p, axis=-1, keepdims=True)
-    o = jnp.einsum("...qgl,...ld->...qgd", p.astype(v.dtype), v,
-                   preferred_element_type=jnp.float32) / jnp.maximum(l, 1e-30)
-    return o, m + jnp.log(jnp.maximum(l, 1e-30))
-
-  @jax.custom_vjp
-  def attend(q, k, v, mask):
-    return forward(q, k, v, mask)[0].astype(out_dtype)
-
-  def attend_fwd(q, k, v, mask):
-    o, lse = forward(q, k, v, mask)
-    return o.astype(out_dtype), (q, k, v, mask, o, lse)
-
-  def attend_bwd(res, do):
-    q, k, v, mask, o, lse = res
-    do = do.astype(jnp.float32)
-    p = jnp.exp(scores(q, k, mask) - lse)
-    # dv and dk are formed transposed ([D, L]): the score-sized p and ds then enter their
-    # matmuls in row-major [Q*G, L] order as the right operand, and only the small [D, L]
-    # results are transposed; "...qgl,...qgd->...ld" made XLA:CPU copy p and ds transposed.
-    dv = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", do, p), -1, -2)
-    dp = jnp.einsum("...qgd,...ld->...qgl", do, v.astype(jnp.float32))
-    delta = jnp.sum(do * o, axis=-1, keepdims=True)
-    ds = p * (dp - delta) * scale
-    dq = jnp.einsum("...qgl,...ld->...qgd", ds, k.astype(jnp.float32))
-    dk = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", q.astype(jnp.float32), ds), -1, -2)
-    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype), None
-
-  attend.defvjp(attend_fwd, attend_bwd)
-  return attend(q_QxGxD, k_LxD, v_LxD, mask_QxL)
+def _attend_backward(q, k, v, mask, o, lse, do, scale):
+  """Flash-style gradients of ``_attend_forward`` (float32): the probabilities are recomputed
+  with one fused exp from the row log-sum-exp, and the softmax gradient's row term comes
+  from dO . O instead of a reduction over the keys; this saves several full passes over the
+  [Q, G, L] score tensor, which dominate on CPU."""
+  do, o = do.astype(jnp.float32), o.astype(jnp.float32)
+  s = jnp.einsum("...qgd,...ld->...qgl", q, k, preferred_element_type=jnp.float32)
+  p = jnp.exp(jnp.where(mask[..., :, None, :], s * scale, -jnp.inf) - lse[..., None])
+  # dv and dk are formed transposed ([D, L]): the score-sized p and ds then enter their
+  # matmuls in row-major [Q*G, L] order as the right operand, and only the small [D, L]
+  # results are transposed; "...qgl,...qgd->...ld" made XLA:CPU copy p and ds transposed.
+  dv = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", do, p), -1, -2)
+  dp = jnp.einsum("...qgd,...ld->...qgl", do, v.astype(jnp.float32))
+  ds = p * (dp - jnp.sum(do * o, axis=-1, keepdims=True)) * scale
+  dq = jnp.einsum("...qgl,...ld->...qgd", ds, k.astype(jnp.float32))
+  dk = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", q.astype(jnp.float32), ds), -1, -2)
+  return dq, dk, dv
 
 
 def causal_block_size(t: int) -> int:
@@ -100,107 +70,229 @@ def causal_block_size(t: int) -> int:
   return max(64, -(-t // 16))
 
 
-def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
-                          block_size: int | None = None, per_row: bool | None = None):
-  """Causal attention (the w >= T case) with causal block skipping: query block n attends
-  only to the keys of blocks 0..n, so no work is spent above the diagonal. ``per_row``: see
-  ``_by_row``."""
-  t, d = q_BxTxHxD.shape[1], q_BxTxHxD.shape[3]
-  scale = d ** -0.5 if scale is None else scale
-  c = block_size or causal_block_size(t)
-  core = lambda q, k, v: _full_causal_core(q, k, v, scale, c, q_BxTxHxD.dtype)
-  b, _, h, _ = q_BxTxHxD.shape
-  keys_per_query = sum(min((i + 1) * c, t) * (min((i + 1) * c, t) - i * c)
-                       for i in range(-(-t // c))) / t
-  return _ungrouped(_by_row(core, per_row, b * h * t * keys_per_query,
-                            *_grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)))
+# --- one (example, kv head) row's attention, forward and backward -------------------------
+# Each takes q [E, T, G, D] and k, v [E, T, D] (E examples of one kv head and its G query
+# heads) and returns float32 (o [E, T, G, D], lse [E, T, G]), or the float32 gradients.
+
+def _causal_blocks(t: int, c: int, window: int):
+  """(start, end, lo) per query block of c rows: its queries start..end-1 see keys lo..end-1,
+  the key blocks that intersect its band (all earlier ones for full causal attention)."""
+  n_back = math.ceil((window - 1) / c) if window < t else t
+  return [(i * c, min((i + 1) * c, t), max(0, i - n_back) * c) for i in range(-(-t // c))]
 
 
-def _full_causal_core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD, scale, c, dtype):
-  t = q_BxKxTxGxD.shape[2]
-  # Blocks by split and concatenate, not slices: a slice's gradient is a zero-padded copy of
-  # the whole tensor, so N query blocks summed N full-size pads (8 at T = 512: ~10 ms a layer
-  # on CPU); split's gradient is one concatenate, and the key prefixes' gradients add up
-  # block-sized pieces.
-  bounds = list(range(c, t, c))
-  q_blocks, k_blocks, v_blocks = (jnp.split(x, bounds, axis=2)
-                                  for x in (q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD))
-  o_blocks = []
-  for i, q_block in enumerate(q_blocks):
-    start, end = i * c, min((i + 1) * c, t)
-    causal_QxL = jnp.arange(end)[None, :] <= jnp.arange(start, end)[:, None]
-    prefix = lambda blocks: jnp.concatenate(blocks[:i + 1], axis=2) if i else blocks[0]
-    o_blocks.append(_softmax_attend(q_block, prefix(k_blocks), prefix(v_blocks),
-                                    causal_QxL, scale, dtype))
-  return jnp.concatenate(o_blocks, axis=2)
+def _block_mask(start, end, lo, window):
+  kpos, qpos = jnp.arange(lo, end)[None, :], jnp.arange(start, end)[:, None]
+  return (kpos <= qpos) & (kpos > qpos - window)
 
 
-# Row by row pays once the batch's float32 scores outgrow a core's cache (2 MB L2 here):
-# ``bench --cpu-rows`` on one quiet core (with 32-row SWA blocks): toy SWA (2 MB of
-# scores) 0.91-0.95x, toy-B4 full attention (2.5 MB) 1.29-1.30x, toy full (5 MB) 1.35x,
-# d256 SWA / full (12 / 18 MB) 1.15x / 1.07-1.11x; d256-B4 (6 / 9 MB) about even.
-ROW_BY_ROW_MIN_SCORE_BYTES = 9 * 2 ** 18          # 2.25 MB
+def _banded_forward(q, k, v, *, window, scale, c):
+  """Query block by query block (unrolled: at most 16 blocks for full attention), each
+  against the key blocks of its band only: no work above the diagonal or below the band."""
+  blocks = [_attend_forward(q[:, start:end], k[:, lo:end], v[:, lo:end],
+                            _block_mask(start, end, lo, window), scale)
+            for start, end, lo in _causal_blocks(q.shape[1], c, window)]
+  return tuple(jnp.concatenate(parts, axis=1) for parts in zip(*blocks))
 
 
-def _by_row(core, per_row, scores, q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD):
-  """``core`` on the grouped layouts, either at once or one (example, kv head) row at a time.
+def _banded_backward(q, k, v, o, lse, do, *, window, scale, c):
+  t = q.shape[1]
+  dq_blocks, dk_parts, dv_parts = [], collections.defaultdict(list), collections.defaultdict(list)
+  for start, end, lo in _causal_blocks(t, c, window):
+    dq, dk, dv = _attend_backward(q[:, start:end], k[:, lo:end], v[:, lo:end],
+                                  _block_mask(start, end, lo, window), o[:, start:end],
+                                  lse[:, start:end], do[:, start:end], scale)
+    dq_blocks.append(dq)
+    for key_start in range(lo, end, c):      # key block's share of this query block's dk
+      dk_parts[key_start].append(dk[:, key_start - lo:key_start - lo + c])
+      dv_parts[key_start].append(dv[:, key_start - lo:key_start - lo + c])
+  total = lambda parts: jnp.concatenate([sum(parts[s][1:], parts[s][0]) for s in sorted(parts)],
+                                        axis=1)
+  return jnp.concatenate(dq_blocks, axis=1), total(dk_parts), total(dv_parts)
 
-  Why row by row on CPU: XLA:CPU runs each op of the masked softmax (scores, max, exp, sum,
-  and the backward's recompute, dp, ds) over the whole batch's score tensor, which at the
-  toy shapes is several MB, larger than a core's L2, so each of those ~10 passes goes to
-  memory. One row's scores (a [T, G, L] strip) stay in cache across them; the gain is
-  largest where the score tensor is (full attention at the toy shape), ``python -m
-  pallas_kernels.bench --cpu-rows`` measures it per shape. Same
-  arithmetic per row, so the same values up to the order XLA picks within a row.
-  ``per_row=None``: row by row on a one-device CPU target (``dispatch.one_cpu_device``) when
-  the whole batch's ``scores`` (score elements) exceed ROW_BY_ROW_MIN_SCORE_BYTES as float32:
-  on GPU and TPU the XLA path is a baseline whose rows should run in parallel, under a mesh
-  of several devices the batch is sharded (a loop over it would gather it), and scores that
-  fit in cache gain nothing from the loop."""
+
+# SWA block by block (``_banded_*``, which also skips the padding before the first key) when
+# the blocks are few and large, else all blocks at once over key strips (``_strip_*``): one
+# loop step at d256 (8 blocks of 64 rows), banded 46 ms against strips 51 ms; at the toy
+# SWA (16 blocks of 16 rows) strips are 1.2-1.3x faster (the ops per block dominate there).
+BANDED_MIN_BLOCK, BANDED_MAX_BLOCKS = 32, 16
+
+
+def _strips(k_ExTxD, v_ExTxD, window, c):
+  """Keys and values of query block n's band, gathered into one strip per block:
+  [E, N, (n_back + 1) * c, D], key blocks n - n_back .. n of the front-padded sequence."""
+  e, t, d = k_ExTxD.shape
+  n_back, n_blocks = math.ceil((window - 1) / c), math.ceil(t / c)
+  def strip(x):
+    x = jnp.pad(x, ((0, 0), (n_back * c, n_blocks * c - t), (0, 0)))
+    x = x.reshape(e, n_blocks + n_back, c, d)
+    return jnp.concatenate([x[:, j:j + n_blocks] for j in range(n_back + 1)], axis=2)
+  return strip(k_ExTxD), strip(v_ExTxD)
+
+
+def _strip_mask(t, window, c):
+  n_back, n_blocks = math.ceil((window - 1) / c), math.ceil(t / c)
+  qpos = (jnp.arange(n_blocks)[:, None] * c + jnp.arange(c)[None, :])[:, :, None]
+  kpos = ((jnp.arange(n_blocks)[:, None] - n_back) * c
+          + jnp.arange((n_back + 1) * c)[None, :])[:, None, :]
+  return (kpos <= qpos) & (kpos > qpos - window) & (kpos >= 0)        # [N, C, L]
+
+
+def _blocked_q(x_ExTx___, c):
+  """[E, T, ...] -> [E, N, C, ...], zero-padded to whole blocks."""
+  e, t = x_ExTx___.shape[:2]
+  n_blocks = math.ceil(t / c)
+  x = jnp.pad(x_ExTx___, ((0, 0), (0, n_blocks * c - t)) + ((0, 0),) * (x_ExTx___.ndim - 2))
+  return x.reshape((e, n_blocks, c) + x_ExTx___.shape[2:])
+
+
+def _unblocked(x_ExNxCx___, t):
+  e, n, c = x_ExNxCx___.shape[:3]
+  return x_ExNxCx___.reshape((e, n * c) + x_ExNxCx___.shape[3:])[:, :t]
+
+
+def _strip_forward(q, k, v, *, window, scale, c):
+  """All query blocks at once, each against its strip of keys: two batched einsums, so the
+  program stays the same size at any T."""
+  t = q.shape[1]
+  o, lse = _attend_forward(_blocked_q(q, c), *_strips(k, v, window, c),
+                           _strip_mask(t, window, c), scale)
+  return _unblocked(o, t), _unblocked(lse, t)
+
+
+def _strip_backward(q, k, v, o, lse, do, *, window, scale, c):
+  t = q.shape[1]
+  strips, pull_back = jax.vjp(lambda k, v: _strips(k, v, window, c), k.astype(jnp.float32),
+                              v.astype(jnp.float32))
+  dq, dk_strip, dv_strip = _attend_backward(
+      _blocked_q(q, c), *strips, _strip_mask(t, window, c), _blocked_q(o, c),
+      _blocked_q(lse, c), _blocked_q(do, c), scale)
+  return (_unblocked(dq, t), *pull_back((dk_strip, dv_strip)))
+
+
+# --- the loop over rows ------------------------------------------------------------------------
+
+# Rows at a time pay once the batch's float32 scores outgrow a core's cache (L2: 1 MB a core
+# here): XLA:CPU runs each op of the masked softmax over a whole tensor, so one row's strip
+# stays in cache across the ~10 passes over it where the batch's goes to memory. ``python -m
+# pallas_kernels.bench --cpu-rows`` measures it per shape.
+ROW_BY_ROW_MIN_SCORE_BYTES = 9 * 2 ** 18          # 2.25 MB: below it, the whole batch at once
+ROW_SCORE_BYTES = 2 ** 20                         # 1 MB: rows per loop step, up to this much
+
+
+def _rows_per_step(per_row, scores, b, n_kv):
+  """How many (example, kv head) rows one loop step takes (b * n_kv: the whole batch, no
+  loop). ``per_row=None``: rows on a one-device CPU target (``dispatch.one_cpu_device``) once
+  the whole batch's ``scores`` (score elements) exceed ROW_BY_ROW_MIN_SCORE_BYTES as float32,
+  as many as fit ROW_SCORE_BYTES. On GPU and TPU the XLA path is a baseline whose rows
+  should run in parallel, and under a mesh of several devices the batch is sharded (a loop
+  over it would gather it)."""
   if per_row is None:
     per_row = dispatch.one_cpu_device() and 4 * scores >= ROW_BY_ROW_MIN_SCORE_BYTES
   if not per_row:
-    return core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD)
-  b, n_kv = k_BxKxTxD.shape[:2]
-  rows = lambda x: x.reshape((b * n_kv, 1, 1) + x.shape[2:])
-  o_RxTxGxD = jax.lax.map(lambda qkv: core(*qkv)[0, 0],
-                          (rows(q_BxKxTxGxD), rows(k_BxKxTxD), rows(v_BxKxTxD)))
-  return o_RxTxGxD.reshape((b, n_kv) + o_RxTxGxD.shape[1:])
+    return b * n_kv
+  return min(b * n_kv, max(1, int(ROW_SCORE_BYTES // max(4 * scores / (b * n_kv), 1))))
+
+
+def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
+  """``forward`` / ``backward`` (a row function pair above) over the batch, ``rows`` (example,
+  kv head) rows per loop step, under one custom VJP: the backward is one loop over the rows
+  too, and keeps only q, k, v, the output and the row log-sum-exp. Differentiating through
+  the loop instead (``jax.lax.map``) stacked every row's residuals (the key strips, 1.5x the
+  keys) and zero-filled and transposed them: at d_model 256 that was ~40% of the op."""
+  b, t, h, d = q_BxTxHxD.shape
+  n_kv = k_BxTxKxD.shape[2]
+  g = h // n_kv
+  heads = n_kv if rows >= n_kv else max(x for x in range(1, rows + 1) if n_kv % x == 0)
+  examples = max(x for x in range(1, max(rows // n_kv, 1) + 1) if b % x == 0)
+  dtype = q_BxTxHxD.dtype
+
+  def take(x, step, per_head):   # [examples, T, heads * per_head, ...] of loop step ``step``
+    if heads == n_kv and examples == b:
+      return x
+    e0, h0 = (step // (n_kv // heads)) * examples, (step % (n_kv // heads)) * heads * per_head
+    return jax.lax.dynamic_slice(x, (e0, 0, h0) + (0,) * (x.ndim - 3),
+                                 (examples, t, heads * per_head) + x.shape[3:])
+
+  def put(buf, x, step, per_head):
+    if heads == n_kv and examples == b:
+      return x
+    e0, h0 = (step // (n_kv // heads)) * examples, (step % (n_kv // heads)) * heads * per_head
+    return jax.lax.dynamic_update_slice(buf, x, (e0, 0, h0) + (0,) * (x.ndim - 3))
+
+  def loop(body, init):
+    n_steps = (b // examples) * (n_kv // heads)
+    if n_steps == 1:
+      return body(0, init)
+    return jax.lax.fori_loop(0, n_steps, body, init)
+
+  def head_rows(fn, qs, kvs):      # fn per kv head of a step, outputs along the head axis
+    outs = [fn(*[x[:, :, j * g:(j + 1) * g] for x in qs], *[x[:, :, j] for x in kvs])
+            for j in range(heads)]
+    return outs
+
+  def forward_loop(q, k, v):
+    def body(step, carry):
+      o_buf, lse_buf = carry
+      outs = head_rows(forward, [take(q, step, g)], [take(k, step, 1), take(v, step, 1)])
+      o = jnp.concatenate([o for o, _ in outs], axis=2).astype(dtype)
+      lse = jnp.concatenate([lse for _, lse in outs], axis=2)
+      return put(o_buf, o, step, g), put(lse_buf, lse, step, g)
+    return loop(body, (jnp.zeros_like(q), jnp.zeros((b, t, h), jnp.float32)))
+
+  @jax.custom_vjp
+  def attend(q, k, v):
+    return forward_loop(q, k, v)[0]
+
+  def attend_fwd(q, k, v):
+    o, lse = forward_loop(q, k, v)
+    return o, (q, k, v, o, lse)
+
+  def attend_bwd(res, do):
+    q, k, v, o, lse = res
+    def body(step, carry):
+      dq_buf, dk_buf, dv_buf = carry
+      grads = head_rows(lambda q, o, lse, do, k, v: backward(q, k, v, o, lse, do),
+                        [take(x, step, g) for x in (q, o, lse, do)],
+                        [take(k, step, 1), take(v, step, 1)])
+      dq = jnp.concatenate([dq for dq, _, _ in grads], axis=2).astype(dtype)
+      dk = jnp.stack([dk for _, dk, _ in grads], axis=2).astype(k.dtype)
+      dv = jnp.stack([dv for _, _, dv in grads], axis=2).astype(v.dtype)
+      return put(dq_buf, dq, step, g), put(dk_buf, dk, step, 1), put(dv_buf, dv, step, 1)
+    return loop(body, (jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v)))
+
+  attend.defvjp(attend_fwd, attend_bwd)
+  return attend(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
+
+
+def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
+                          block_size: int | None = None, per_row: bool | None = None):
+  """Causal attention (the w >= T case) with causal block skipping: query block n attends
+  only to the keys of blocks 0..n, so no work is spent above the diagonal. ``per_row``:
+  rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s rule (None)."""
+  b, t, h, d = q_BxTxHxD.shape
+  scale = d ** -0.5 if scale is None else scale
+  c = block_size or causal_block_size(t)
+  keys_per_query = sum((end - lo) * (end - start) for start, end, lo in _causal_blocks(t, c, t)) / t
+  rows = _rows_per_step(per_row, b * h * t * keys_per_query, b, k_BxTxKxD.shape[2])
+  fns = [functools.partial(f, window=t, scale=scale, c=c) for f in (_banded_forward, _banded_backward)]
+  return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
 
 
 def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, scale=None,
                              block_size: int | None = None, per_row: bool | None = None):
   """Causal attention where query i sees keys i - window < j <= i; GQA supported.
-  ``per_row``: one (example, kv head) at a time (``_by_row``); None: on a one-device CPU."""
-  t, d = q_BxTxHxD.shape[1], q_BxTxHxD.shape[3]
+  ``per_row``: rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s
+  rule (None: rows on a one-device CPU once the scores outgrow the cache)."""
+  b, t, h, d = q_BxTxHxD.shape
   scale = d ** -0.5 if scale is None else scale
   if window >= t:
     return full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, scale=scale,
                                  block_size=block_size, per_row=per_row)
   c = block_size or default_block_size(t, window)
-  core = lambda q, k, v: _sliding_window_core(q, k, v, window, scale, c, q_BxTxHxD.dtype)
-  b, _, h, _ = q_BxTxHxD.shape
   strip = (math.ceil((window - 1) / c) + 1) * c              # keys a query block scores
-  return _ungrouped(_by_row(core, per_row, b * h * math.ceil(t / c) * c * strip,
-                            *_grouped(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)))
-
-
-def _sliding_window_core(q_BxKxTxGxD, k_BxKxTxD, v_BxKxTxD, window, scale, c, dtype):
-  b, n_kv, t, g, d = q_BxKxTxGxD.shape
-  n_back = math.ceil((window - 1) / c)          # earlier key blocks a query block can see
-  n_blocks = math.ceil(t / c)
-  t_pad = n_blocks * c
-  pad = lambda x, front: jnp.pad(x, ((0, 0), (0, 0), (front, t_pad - t)) + ((0, 0),) * (x.ndim - 3))
-  q_BxKxNxCxGxD = pad(q_BxKxTxGxD, 0).reshape(b, n_kv, n_blocks, c, g, d)
-  k_BxKxMxCxD = pad(k_BxKxTxD, n_back * c).reshape(b, n_kv, n_blocks + n_back, c, d)
-  v_BxKxMxCxD = pad(v_BxKxTxD, n_back * c).reshape(b, n_kv, n_blocks + n_back, c, d)
-  # Strip of query block n: key blocks n .. n + n_back of the front-padded keys.
-  strip = lambda x: jnp.concatenate([x[:, :, j:j + n_blocks] for j in range(n_back + 1)], axis=3)
-  k_BxKxNxLxD, v_BxKxNxLxD = strip(k_BxKxMxCxD), strip(v_BxKxMxCxD)
-  # Absolute positions: query n*c + i; key (n - n_back)*c + l.
-  qpos = (jnp.arange(n_blocks)[:, None] * c + jnp.arange(c)[None, :])[:, :, None]
-  kpos = ((jnp.arange(n_blocks)[:, None] - n_back) * c + jnp.arange((n_back + 1) * c)[None, :])[:, None, :]
-  mask_NxCxL = (kpos <= qpos) & (kpos > qpos - window) & (kpos >= 0)
-  o_BxKxNxCxGxD = _softmax_attend(q_BxKxNxCxGxD, k_BxKxNxLxD, v_BxKxNxLxD, mask_NxCxL, scale,
-                                  dtype)
-  return o_BxKxNxCxGxD.reshape(b, n_kv, t_pad, g, d)[:, :, :t]
+  rows = _rows_per_step(per_row, b * h * math.ceil(t / c) * c * strip, b, k_BxTxKxD.shape[2])
+  banded = c >= BANDED_MIN_BLOCK and math.ceil(t / c) <= BANDED_MAX_BLOCKS
+  pair = (_banded_forward, _banded_backward) if banded else (_strip_forward, _strip_backward)
+  fns = [functools.partial(f, window=window, scale=scale, c=c) for f in pair]
+  return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
