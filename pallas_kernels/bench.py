@@ -272,7 +272,7 @@ def cpu_blocks_report(rounds: int = 7, reps: int = 3) -> list[dict]:
   from pallas_kernels.swa import xla as swa_xla
 
   def variants(t, window, d):
-    c = (swa_xla.causal_block_size(t) if window >= t
+    c = (swa_xla.causal_block_size(t, d) if window >= t
          else swa_xla.default_block_size(t, window))
     blocks = [c] + [x for x in (c // 2, 2 * c) if 1 <= x <= t]
     return {f"block {x}": dict(block_size=x) for x in blocks}

@@ -166,9 +166,10 @@ def test_default_swa_blocks_are_half_the_window_within_bounds(t, window, block):
   assert xla.default_block_size(t, window) == block
 
 
-@pytest.mark.parametrize("t,block", [(256, 64), (512, 64), (4096, 256)])
-def test_default_causal_blocks_are_64_rows_or_a_sixteenth(t, block):
-  assert xla.causal_block_size(t) == block
+@pytest.mark.parametrize("t,head_dim,block", [(256, 16, 64), (512, 16, 64), (512, 64, 128),
+                                              (4096, 16, 256), (4096, 128, 256)])
+def test_default_causal_blocks_are_64_or_128_rows_or_a_sixteenth(t, head_dim, block):
+  assert xla.causal_block_size(t, head_dim) == block
 
 
 @pytest.mark.parametrize("t,window", [(300, 100), (300, 300)])

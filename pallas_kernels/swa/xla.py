@@ -1,9 +1,12 @@
 """Blockwise sliding-window attention in plain XLA: O(T * w) time and memory.
 
 Each query block of C positions attends only to the key blocks that intersect its band:
-its own block and the ceil((w - 1) / C) blocks before it. The keys of those blocks are
-gathered into one [C + n*C] strip per query block, so the whole op is two batched einsums
-and a masked softmax; no T x T matrix is ever formed.
+its own block and the ceil((w - 1) / C) blocks before it (all earlier blocks for full causal
+attention); no T x T matrix is ever formed. Two forms of the same arithmetic: block by
+block (an unrolled loop over query blocks, each against its slice of keys) and, for many
+small SWA blocks, all blocks at once against key strips gathered per block (two batched
+einsums). The backward is written by hand (flash-style), under one custom VJP around the
+loop over (example, kv head) rows that the CPU path runs once the scores outgrow the cache.
 """
 
 import collections
@@ -59,15 +62,15 @@ def _attend_backward(q, k, v, mask, o, lse, do, scale):
   return dq, dk, dv
 
 
-def causal_block_size(t: int) -> int:
-  """Query blocks of >= 64 rows, at most 16 of them: skipping the key blocks above the
-  diagonal saves (N - 1) / 2N of the work, and few blocks keep the program small. 64 rather
-  than 128: at T = 256..512 (the toy shapes) the smaller blocks' score tiles stay in cache
-  and the causal saving grows (``bench --cpu-blocks``: toy 1.19-1.26x over 128 rows). At
-  d256 (D 64) 128 rows are 1.09-1.11x faster at B 8 and even at B 4; not taken: with them
-  ``hybrid-jax bench train`` showed no step-level gain (d256 family 1.24 / 1.27 / 1.28x
-  torch before, 1.29 / 1.20 / 1.24x after)."""
-  return max(64, -(-t // 16))
+def causal_block_size(t: int, head_dim: int = 16) -> int:
+  """Query blocks of >= 64 rows (128 at head dim >= 64), at most 16 of them: skipping the
+  key blocks above the diagonal saves (N - 1) / 2N of the work, and few blocks keep the
+  program small. At the toy shapes (D 16, T 256..512) 64-row score tiles stay in cache and
+  the causal saving grows (``bench --cpu-blocks``: toy 1.19-1.26x over 128 rows). At D 64
+  the matmuls' contraction is long enough for 128 rows to pay despite more work on the
+  diagonal: the whole d256 train step, in-process A/B of one step at a time interleaved,
+  1.3-3.1% faster at B 8 (two runs) and 1.4% at B 4."""
+  return max(128 if head_dim >= 64 else 64, -(-t // 16))
 
 
 # --- one (example, kv head) row's attention, forward and backward -------------------------
@@ -272,7 +275,7 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s rule (None)."""
   b, t, h, d = q_BxTxHxD.shape
   scale = d ** -0.5 if scale is None else scale
-  c = block_size or causal_block_size(t)
+  c = block_size or causal_block_size(t, d)
   keys_per_query = sum((end - lo) * (end - start) for start, end, lo in _causal_blocks(t, c, t)) / t
   rows = _rows_per_step(per_row, b * h * t * keys_per_query, b, k_BxTxKxD.shape[2])
   fns = [functools.partial(f, window=t, scale=scale, c=c) for f in (_banded_forward, _banded_backward)]
