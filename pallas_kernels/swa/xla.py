@@ -22,9 +22,9 @@ from pallas_kernels import dispatch
 def default_block_size(t: int, window: int) -> int:
   """Half the window (each query block then reads a key strip of ~1.5 w; w gives 2 w), at
   least 16 rows, at most 256, at most T. ``python -m pallas_kernels.bench --cpu-blocks`` times
-  it against half and twice it on XLA:CPU: at the toy SWA (w 32) 16-row blocks are 1.06-1.17x
-  32-row ones; at d256 (D 64, w 128) no block wins across runs and batches (64 rows over 128:
-  0.89-0.98x at B 8, 1.10x at B 4; 256 rows 1.8x slower)."""
+  it against half and twice it on XLA:CPU: at the toy SWA (w 32) 16-row blocks are 1.12-1.14x
+  8-row and 1.17-1.27x 32-row ones; at d256 (D 64, w 128) 64 rows are 1.02-1.04x 32 rows and
+  1.14x 128 rows."""
   block = max(window // 2, 16)
   return max(1, min(block, 256, t))
 
@@ -65,11 +65,11 @@ def _attend_backward(q, k, v, mask, o, lse, do, scale):
 def causal_block_size(t: int, head_dim: int = 16) -> int:
   """Query blocks of >= 64 rows (128 at head dim >= 64), at most 16 of them: skipping the
   key blocks above the diagonal saves (N - 1) / 2N of the work, and few blocks keep the
-  program small. At the toy shapes (D 16, T 256..512) 64-row score tiles stay in cache and
-  the causal saving grows (``bench --cpu-blocks``: toy 1.19-1.26x over 128 rows). At D 64
-  the matmuls' contraction is long enough for 128 rows to pay despite more work on the
-  diagonal: the whole d256 train step, in-process A/B of one step at a time interleaved,
-  1.3-3.1% faster at B 8 (two runs) and 1.4% at B 4."""
+  program small. At the toy shapes (D 16, T 256) 64-row score tiles stay in cache and the
+  causal saving grows (``bench --cpu-blocks``: 1.22-1.25x over 128 rows, 1.10-1.11x over 32).
+  At D 64 the attention op alone is even between 64 and 128 rows (``--cpu-blocks``: 0.99-1.00x)
+  and 1.11x faster than with 256; the whole d256 train step, in-process A/B of one step at a
+  time interleaved, was 1.3-3.1% faster with 128 rows at B 8 (two runs) and 1.4% at B 4."""
   return max(128 if head_dim >= 64 else 64, -(-t // 16))
 
 
@@ -178,7 +178,10 @@ def _strip_backward(q, k, v, o, lse, do, *, window, scale, c):
 # Rows at a time pay once the batch's float32 scores outgrow a core's cache (L2: 1 MB a core
 # here): XLA:CPU runs each op of the masked softmax over a whole tensor, so one row's strip
 # stays in cache across the ~10 passes over it where the batch's goes to memory. ``python -m
-# pallas_kernels.bench --cpu-rows`` measures it per shape.
+# pallas_kernels.bench --cpu-rows`` (one core, rows against the whole batch): toy full
+# attention (5 MB) 1.55x, toy-B4 full (2.5 MB) 1.35x, d256 SWA / full (12 / 18 MB) 1.47x /
+# 1.71x, d256-B4 full (9 MB) 1.63x; below the threshold even (toy SWA 1.5 MB: 0.98-1.02x);
+# the one loss is d256-B4 SWA (6 MB, 0.92x), left to the rule.
 ROW_BY_ROW_MIN_SCORE_BYTES = 9 * 2 ** 18          # 2.25 MB: below it, the whole batch at once
 ROW_SCORE_BYTES = 2 ** 20                         # 1 MB: rows per loop step, up to this much
 
