@@ -185,3 +185,16 @@ def test_default_blocks_at_head_dim_64_agree_with_dense(t, window):
   np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-3)
   for g, g_want in zip(grads, want_grads):
     np.testing.assert_allclose(g, g_want, rtol=1e-4, atol=1e-4)
+
+
+def test_swa_block_by_block_only_for_cpu():
+  """On CPU a few large SWA blocks run block by block (a score matmul per block); compiled
+  for GPU or TPU, the XLA path keeps one batched strip matmul (one shape to tune)."""
+  from pallas_kernels import dispatch
+  q, k, v = _qkv(2, 256, 4, 2, 16)
+  count = lambda: str(jax.make_jaxpr(functools.partial(
+      xla.sliding_window_attention, window=128))(q, k, v)).count("dot_general")
+  assert count() == 2 * 4                      # 4 blocks of 64 rows: scores and values each
+  for platform in ("gpu", "tpu"):
+    with dispatch.compile_for(platform):
+      assert count() == 2
