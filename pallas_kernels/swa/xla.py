@@ -203,48 +203,56 @@ def _rows_per_step(per_row, scores, b, n_kv):
 
 def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
   """``forward`` / ``backward`` (a row function pair above) over the batch, ``rows`` (example,
-  kv head) rows per loop step, under one custom VJP: the backward is one loop over the rows
-  too, and keeps only q, k, v, the output and the row log-sum-exp. Differentiating through
-  the loop instead (``jax.lax.map``, the previous path) stacked every row's residuals (the key
-  strips, 3x the keys at d256) and zero-filled and transposed them: at the d256 shapes the op
-  (forward and backward, on its own) is 1.4-1.5x faster this way, the whole train step 2-4%."""
+  kv head) rows per loop step (all of them: no loop), under one custom VJP: the backward is
+  one loop over the rows too, and keeps only q, k, v, the output and the row log-sum-exp.
+  Differentiating through the loop instead (``jax.lax.map``, the previous path) stacked every
+  row's residuals (the key strips, 3x the keys at d256) and zero-filled and transposed them:
+  at the d256 shapes the op on its own (forward and backward, B 8) is 1.4-1.5x faster this
+  way; in the whole d256 train step, where XLA had already hidden part of that work, 1.4-1.7%
+  (in-process A/B).
+
+  The whole batch is regrouped kv-head-major ([B * K, T, ...]) for one call of the row
+  functions; a loop step's few kv heads are called one by one on static slices instead
+  (regrouping inside the loop made toy full attention 1.4x slower)."""
   b, t, h, d = q_BxTxHxD.shape
   n_kv = k_BxTxKxD.shape[2]
   g = h // n_kv
   heads = n_kv if rows >= n_kv else max(x for x in range(1, rows + 1) if n_kv % x == 0)
   examples = max(x for x in range(1, max(rows // n_kv, 1) + 1) if b % x == 0)
-  dtype = q_BxTxHxD.dtype
+  n_steps = (b // examples) * (n_kv // heads)
 
-  def take(x, step, per_head):   # [examples, T, heads * per_head, ...] of loop step ``step``
-    if heads == n_kv and examples == b:
-      return x
-    e0, h0 = (step // (n_kv // heads)) * examples, (step % (n_kv // heads)) * heads * per_head
-    return jax.lax.dynamic_slice(x, (e0, 0, h0) + (0,) * (x.ndim - 3),
-                                 (examples, t, heads * per_head) + x.shape[3:])
+  def corner(step, per_head):    # first example and head index of a loop step's slice
+    return ((step // (n_kv // heads)) * examples, (step % (n_kv // heads)) * heads * per_head)
 
-  def put(buf, x, step, per_head):
-    if heads == n_kv and examples == b:
-      return x
-    e0, h0 = (step // (n_kv // heads)) * examples, (step % (n_kv // heads)) * heads * per_head
+  def take(x, step, per_head):
+    """Loop step ``step``'s rows of a [B, T, kv heads * per_head, ...] tensor: a list of
+    [E, T, per_head, ...], one entry per call of the row functions."""
+    if n_steps == 1:                                         # regroup: one call
+      x = x.reshape((b, t, n_kv, per_head) + x.shape[3:])
+      return [jnp.moveaxis(x, 2, 1).reshape((b * n_kv, t, per_head) + x.shape[4:])]
+    e0, h0 = corner(step, per_head)
+    x = jax.lax.dynamic_slice(x, (e0, 0, h0) + (0,) * (x.ndim - 3),
+                              (examples, t, heads * per_head) + x.shape[3:])
+    return [x[:, :, j * per_head:(j + 1) * per_head] for j in range(heads)]
+
+  def put(buf, xs, step, per_head):
+    """Inverse of ``take``: the calls' outputs back into ``buf`` [B, T, kv heads * per_head, ...]."""
+    if n_steps == 1:
+      x = xs[0].reshape((b, n_kv, t, per_head) + xs[0].shape[3:])
+      return jnp.moveaxis(x, 1, 2).reshape(buf.shape).astype(buf.dtype)
+    e0, h0 = corner(step, per_head)
+    x = jnp.concatenate(xs, axis=2).astype(buf.dtype)
     return jax.lax.dynamic_update_slice(buf, x, (e0, 0, h0) + (0,) * (x.ndim - 3))
 
   def loop(body, init):
-    n_steps = (b // examples) * (n_kv // heads)
-    if n_steps == 1:
-      return body(0, init)
-    return jax.lax.fori_loop(0, n_steps, body, init)
-
-  def head_rows(fn, qs, kvs):      # fn of each kv head of a step (query-head and kv slices)
-    return [fn(*[x[:, :, j * g:(j + 1) * g] for x in qs], *[x[:, :, j] for x in kvs])
-            for j in range(heads)]
+    return body(0, init) if n_steps == 1 else jax.lax.fori_loop(0, n_steps, body, init)
 
   def forward_loop(q, k, v):
     def body(step, carry):
-      o_buf, lse_buf = carry
-      outs = head_rows(forward, [take(q, step, g)], [take(k, step, 1), take(v, step, 1)])
-      o = jnp.concatenate([o for o, _ in outs], axis=2).astype(dtype)
-      lse = jnp.concatenate([lse for _, lse in outs], axis=2)
-      return put(o_buf, o, step, g), put(lse_buf, lse, step, g)
+      outs = [forward(q_, k_[:, :, 0], v_[:, :, 0])
+              for q_, k_, v_ in zip(*(take(x, step, p) for x, p in ((q, g), (k, 1), (v, 1))))]
+      return (put(carry[0], [o for o, _ in outs], step, g),
+              put(carry[1], [lse for _, lse in outs], step, g))
     return loop(body, (jnp.zeros_like(q), jnp.zeros((b, t, h), jnp.float32)))
 
   @jax.custom_vjp
@@ -258,14 +266,12 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
   def attend_bwd(res, do):
     q, k, v, o, lse = res
     def body(step, carry):
-      dq_buf, dk_buf, dv_buf = carry
-      grads = head_rows(lambda q, o, lse, do, k, v: backward(q, k, v, o, lse, do),
-                        [take(x, step, g) for x in (q, o, lse, do)],
-                        [take(k, step, 1), take(v, step, 1)])
-      dq = jnp.concatenate([dq for dq, _, _ in grads], axis=2).astype(dtype)
-      dk = jnp.stack([dk for _, dk, _ in grads], axis=2).astype(k.dtype)
-      dv = jnp.stack([dv for _, _, dv in grads], axis=2).astype(v.dtype)
-      return put(dq_buf, dq, step, g), put(dk_buf, dk, step, 1), put(dv_buf, dv, step, 1)
+      rows_ = zip(*(take(x, step, p) for x, p in ((q, g), (k, 1), (v, 1), (o, g), (lse, g), (do, g))))
+      grads = [backward(q_, k_[:, :, 0], v_[:, :, 0], o_, lse_, do_)
+               for q_, k_, v_, o_, lse_, do_ in rows_]
+      return (put(carry[0], [dq for dq, _, _ in grads], step, g),
+              put(carry[1], [dk[:, :, None] for _, dk, _ in grads], step, 1),
+              put(carry[2], [dv[:, :, None] for _, _, dv in grads], step, 1))
     return loop(body, (jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v)))
 
   attend.defvjp(attend_fwd, attend_bwd)
