@@ -260,7 +260,8 @@ def _cpu_attention_ab(variants, rounds, reps) -> list[dict]:
 
 
 def cpu_rows_report(rounds: int = 7, reps: int = 3) -> list[dict]:
-  """One (example, kv head) row at a time against the whole batch (``swa.xla._by_row``)."""
+  """(Example, kv head) rows a loop step (``swa.xla._by_rows``, as many as the rule takes)
+  against the whole batch at once."""
   return _cpu_attention_ab(lambda t, window, d: {"row by row": dict(per_row=True),
                                                  "whole batch": dict(per_row=False)},
                            rounds, reps)
