@@ -68,8 +68,9 @@ def causal_block_size(t: int, head_dim: int = 16) -> int:
   program small. At the toy shapes (D 16, T 256) 64-row score tiles stay in cache and the
   causal saving grows (``bench --cpu-blocks``: 1.22-1.25x over 128 rows, 1.10-1.11x over 32).
   At D 64 the attention op alone is even between 64 and 128 rows (``--cpu-blocks``: 0.99-1.00x)
-  and 1.11x faster than with 256; the whole d256 train step, in-process A/B of one step at a
-  time interleaved, was 1.3-3.1% faster with 128 rows at B 8 (two runs) and 1.4% at B 4."""
+  and 1.11x faster than with 256; 128 rows were taken for the whole d256 train step, 1.3-3.1%
+  faster at B 8 (two runs) and 1.4% at B 4 in an in-process A/B of single steps (issue 19's
+  notes; ``hybrid-jax bench train`` cannot resolve a step difference that small)."""
   return max(128 if head_dim >= 64 else 64, -(-t // 16))
 
 
@@ -77,7 +78,7 @@ def causal_block_size(t: int, head_dim: int = 16) -> int:
 # Each takes q [E, T, G, D] and k, v [E, T, D] (E examples of one kv head and its G query
 # heads) and returns float32 (o [E, T, G, D], lse [E, T, G]), or the float32 gradients.
 
-def _causal_blocks(t: int, c: int, window: int):
+def _band_blocks(t: int, c: int, window: int):
   """(start, end, lo) per query block of c rows: its queries start..end-1 see keys lo..end-1,
   the key blocks that intersect its band (all earlier ones for full causal attention)."""
   n_back = math.ceil((window - 1) / c) if window < t else t
@@ -94,14 +95,14 @@ def _banded_forward(q, k, v, *, window, scale, c):
   against the key blocks of its band only: no work above the diagonal or below the band."""
   blocks = [_attend_forward(q[:, start:end], k[:, lo:end], v[:, lo:end],
                             _block_mask(start, end, lo, window), scale)
-            for start, end, lo in _causal_blocks(q.shape[1], c, window)]
+            for start, end, lo in _band_blocks(q.shape[1], c, window)]
   return tuple(jnp.concatenate(parts, axis=1) for parts in zip(*blocks))
 
 
 def _banded_backward(q, k, v, o, lse, do, *, window, scale, c):
   t = q.shape[1]
   dq_blocks, dk_parts, dv_parts = [], collections.defaultdict(list), collections.defaultdict(list)
-  for start, end, lo in _causal_blocks(t, c, window):
+  for start, end, lo in _band_blocks(t, c, window):
     dq, dk, dv = _attend_backward(q[:, start:end], k[:, lo:end], v[:, lo:end],
                                   _block_mask(start, end, lo, window), o[:, start:end],
                                   lse[:, start:end], do[:, start:end], scale)
@@ -116,9 +117,9 @@ def _banded_backward(q, k, v, o, lse, do, *, window, scale, c):
 
 # SWA on CPU block by block (``_banded_*``, which also skips the padding before the first
 # key) when the blocks are few and large, else all blocks at once over key strips
-# (``_strip_*``): at d256 (8 blocks of 64 rows) banded 46 ms against strips 51 ms; at the
-# toy SWA (16 blocks of 16 rows) strips are 1.2-1.3x faster (the ops per block dominate
-# there). For GPU and TPU always strips: one block shape for the compiler to tune.
+# (``_strip_*``): measured once on one core (issue 19's notes), at d256 (8 blocks of 64 rows)
+# banded 46 ms against strips 51 ms; at the toy SWA (16 blocks of 16 rows) strips 1.2-1.3x
+# faster (the ops per block dominate there). For GPU and TPU always strips: one block shape for the compiler to tune.
 BANDED_MIN_BLOCK, BANDED_MAX_BLOCKS = 32, 16
 
 
@@ -205,11 +206,10 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
   """``forward`` / ``backward`` (a row function pair above) over the batch, ``rows`` (example,
   kv head) rows per loop step (all of them: no loop), under one custom VJP: the backward is
   one loop over the rows too, and keeps only q, k, v, the output and the row log-sum-exp.
-  Differentiating through the loop instead (``jax.lax.map``, the previous path) stacked every
-  row's residuals (the key strips, 3x the keys at d256) and zero-filled and transposed them:
-  at the d256 shapes the op on its own (forward and backward, B 8) is 1.4-1.5x faster this
-  way; in the whole d256 train step, where XLA had already hidden part of that work, 1.4-1.7%
-  (in-process A/B).
+  Differentiating through the loop instead (``jax.lax.map``, the path before this one) stacked
+  every row's residuals (the key strips, 3x the keys at d256) and zero-filled and transposed
+  them (measured against that path in one process, figures in issue 19's notes: the d256 op
+  1.4-1.5x faster, the whole d256 step 1.4-1.7%).
 
   The whole batch is regrouped kv-head-major ([B * K, T, ...]) for one call of the row
   functions; a loop step's few kv heads are called one by one on static slices instead
@@ -244,13 +244,16 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
     x = jnp.concatenate(xs, axis=2).astype(buf.dtype)
     return jax.lax.dynamic_update_slice(buf, x, (e0, 0, h0) + (0,) * (x.ndim - 3))
 
+  take_kv = lambda x, step: [y[:, :, 0] for y in take(x, step, 1)]       # [E, T, D] each
+  put_kv = lambda buf, xs, step: put(buf, [x[:, :, None] for x in xs], step, 1)
+
   def loop(body, init):
     return body(0, init) if n_steps == 1 else jax.lax.fori_loop(0, n_steps, body, init)
 
   def forward_loop(q, k, v):
     def body(step, carry):
-      outs = [forward(q_, k_[:, :, 0], v_[:, :, 0])
-              for q_, k_, v_ in zip(*(take(x, step, p) for x, p in ((q, g), (k, 1), (v, 1))))]
+      outs = [forward(*row)
+              for row in zip(take(q, step, g), take_kv(k, step), take_kv(v, step))]
       return (put(carry[0], [o for o, _ in outs], step, g),
               put(carry[1], [lse for _, lse in outs], step, g))
     return loop(body, (jnp.zeros_like(q), jnp.zeros((b, t, h), jnp.float32)))
@@ -266,12 +269,12 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
   def attend_bwd(res, do):
     q, k, v, o, lse = res
     def body(step, carry):
-      rows_ = zip(*(take(x, step, p) for x, p in ((q, g), (k, 1), (v, 1), (o, g), (lse, g), (do, g))))
-      grads = [backward(q_, k_[:, :, 0], v_[:, :, 0], o_, lse_, do_)
-               for q_, k_, v_, o_, lse_, do_ in rows_]
+      grads = [backward(*row) for row in zip(
+          take(q, step, g), take_kv(k, step), take_kv(v, step), take(o, step, g),
+          take(lse, step, g), take(do, step, g))]
       return (put(carry[0], [dq for dq, _, _ in grads], step, g),
-              put(carry[1], [dk[:, :, None] for _, dk, _ in grads], step, 1),
-              put(carry[2], [dv[:, :, None] for _, _, dv in grads], step, 1))
+              put_kv(carry[1], [dk for _, dk, _ in grads], step),
+              put_kv(carry[2], [dv for _, _, dv in grads], step))
     return loop(body, (jnp.zeros_like(q), jnp.zeros_like(k), jnp.zeros_like(v)))
 
   attend.defvjp(attend_fwd, attend_bwd)
@@ -286,7 +289,7 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   b, t, h, d = q_BxTxHxD.shape
   scale = d ** -0.5 if scale is None else scale
   c = block_size or causal_block_size(t, d)
-  keys_per_query = sum((end - lo) * (end - start) for start, end, lo in _causal_blocks(t, c, t)) / t
+  keys_per_query = sum((end - lo) * (end - start) for start, end, lo in _band_blocks(t, c, t)) / t
   rows = _rows_per_step(per_row, b * h * t * keys_per_query, b, k_BxTxKxD.shape[2])
   fns = [functools.partial(f, window=t, scale=scale, c=c) for f in (_banded_forward, _banded_backward)]
   return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
