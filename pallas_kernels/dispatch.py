@@ -31,6 +31,7 @@ import contextlib
 import contextvars
 import math
 import numbers
+import os
 
 import jax
 import jax.numpy as jnp
@@ -85,6 +86,12 @@ def one_cpu_device() -> bool:
   context, or a mesh of one): where an XLA path may trade parallel width for cache reuse."""
   mesh = _context_mesh()
   return target_platform() == "cpu" and (mesh is None or mesh.size == 1)
+
+
+def cpu_threads() -> int:
+  """The cores this process may run on: XLA:CPU sizes its thread pool by CPU affinity (the
+  local launcher and ``hybrid-jax bench train --threads 1`` pin a worker to one core)."""
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def resolve(implementation: str, interpret=None) -> tuple[str, object]:

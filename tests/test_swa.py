@@ -111,7 +111,7 @@ def test_row_loop_agrees_with_dense(t, window, block, h, kv, rows, monkeypatch):
   dense reference computes, forward and gradients, under the loop's own custom VJP."""
   b = 4
   monkeypatch.setattr(xla, "_rows_per_step",
-                      lambda per_row, scores, b, n_kv: rows or b * n_kv)
+                      lambda per_row, scores, b, n_kv, head_dim: rows or b * n_kv)
   q, k, v = _qkv(b, t, h, kv, 8, seed=4)
   w = jax.random.normal(jax.random.PRNGKey(5), (b, t, h, 8))
   fns = {"dense": lambda q, k, v: reference.sliding_window_attention(q, k, v, window=window),
@@ -125,13 +125,18 @@ def test_row_loop_agrees_with_dense(t, window, block, h, kv, rows, monkeypatch):
     np.testing.assert_allclose(g, g_want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("scores,per_row,rows", [
-    (2 ** 18, None, 16),          # 1 MB of scores: the whole batch (2 examples x 8 kv heads)
-    (2 ** 20, None, 4),           # 4 MB: as many rows as fit 1 MB
-    (2 ** 24, None, 1),           # 64 MB: one row a step
-    (2 ** 18, True, 16), (2 ** 24, False, 16)])
-def test_rows_per_loop_step_follow_the_cache_budget(scores, per_row, rows):
-  assert xla._rows_per_step(per_row, scores, 2, 8) == rows
+@pytest.mark.parametrize("scores,per_row,cores,head_dim,rows", [
+    (2 ** 18, None, 1, 64, 16),   # 1 MB of scores: the whole batch (2 examples x 8 kv heads)
+    (2 ** 20, None, 1, 64, 4),    # 4 MB: as many rows as fit 1 MB
+    (2 ** 24, None, 1, 64, 1),    # 64 MB: one row a step
+    (2 ** 20, None, 2, 16, 4),    # several cores, small heads: rows as on one core
+    (2 ** 24, None, 2, 64, 16),   # several cores, head dim 64: the whole batch
+    (2 ** 18, True, 2, 64, 16), (2 ** 24, False, 1, 16, 16)])
+def test_rows_per_loop_step_follow_the_cache_budget(scores, per_row, cores, head_dim, rows,
+                                                   monkeypatch):
+  from pallas_kernels import dispatch
+  monkeypatch.setattr(dispatch, "cpu_threads", lambda: cores)
+  assert xla._rows_per_step(per_row, scores, 2, 8, head_dim) == rows
 
 
 def test_row_by_row_only_on_a_one_device_cpu():
@@ -150,11 +155,18 @@ def test_row_by_row_only_on_a_one_device_cpu():
     assert dispatch.one_cpu_device()
 
 
-@pytest.mark.parametrize("b,t,window,looped", [(8, 256, 32, False),   # 1.5 MB of scores: at once
-                                               (4, 256, 256, True),   # 2.5 MB: row by row
-                                               (8, 256, 256, True)])  # 5 MB: row by row
-def test_row_by_row_by_default_only_once_the_scores_outgrow_the_cache(b, t, window, looped):
-  q, k, v = _qkv(b, t, 4, 2, 16)
+@pytest.mark.parametrize("b,t,window,d,cores,looped", [
+    (8, 256, 32, 16, 1, False),   # 1.5 MB of scores: at once
+    (4, 256, 256, 16, 1, True),   # 2.5 MB: row by row
+    (8, 256, 256, 16, 1, True),   # 5 MB: row by row
+    (8, 256, 256, 16, 2, True),   # two cores, head dim 16: row by row
+    (8, 256, 256, 64, 2, False),  # two cores, head dim 64: at once
+    (8, 256, 256, 64, 1, True)])  # one core, head dim 64: row by row
+def test_row_by_row_by_default_only_once_the_scores_outgrow_the_cache(b, t, window, d, cores,
+                                                                      looped, monkeypatch):
+  from pallas_kernels import dispatch
+  monkeypatch.setattr(dispatch, "cpu_threads", lambda: cores)
+  q, k, v = _qkv(b, t, 4, 2, d)
   jaxpr = str(jax.make_jaxpr(jax.grad(
       lambda q, k, v: jnp.sum(xla.sliding_window_attention(q, k, v, window=window))))(q, k, v))
   assert ("scan" in jaxpr or "while" in jaxpr) == looped

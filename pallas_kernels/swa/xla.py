@@ -184,19 +184,28 @@ def _strip_backward(q, k, v, o, lse, do, *, window, scale, c):
 # attention (5 MB) 1.55x, toy-B4 full (2.5 MB) 1.35x, d256 SWA / full (12 / 18 MB) 1.47x /
 # 1.71x, d256-B4 full (9 MB) 1.63x; below the threshold even (toy SWA 1.5 MB: 0.98-1.02x);
 # the one loss is d256-B4 SWA (6 MB, 0.92x), left to the rule.
+# On more than one core the loop pays only for small heads: at head dim >= 64 the whole
+# batch made the two-thread d256 train step 6-8% faster (d256, d256-SSSF, d256-B4), at head
+# dim 16 the loop stayed 2-7% ahead (toy, toy-8L, toy-SSSF; in-process A/Bs of whole steps,
+# issue 19's notes), though on the op alone the loop still wins at d256 full attention
+# (``--cpu-rows`` on two cores: 1.40x). Our reading: a loop is one sequential op in the
+# program, and the whole batch's attention can overlap with other work on the second core.
 ROW_BY_ROW_MIN_SCORE_BYTES = 9 * 2 ** 18          # 2.25 MB: below it, the whole batch at once
 ROW_SCORE_BYTES = 2 ** 20                         # 1 MB: rows per loop step, up to this much
+MULTICORE_ROWS_MAX_HEAD_DIM = 32                  # on several cores, the loop only up to this
 
 
-def _rows_per_step(per_row, scores, b, n_kv):
+def _rows_per_step(per_row, scores, b, n_kv, head_dim):
   """How many (example, kv head) rows one loop step takes (b * n_kv: the whole batch, no
   loop). ``per_row=None``: rows on a one-device CPU target (``dispatch.one_cpu_device``) once
   the whole batch's ``scores`` (score elements) exceed ROW_BY_ROW_MIN_SCORE_BYTES as float32,
-  as many as fit ROW_SCORE_BYTES. On GPU and TPU the XLA path is a baseline whose rows
+  as many as fit ROW_SCORE_BYTES; on several cores (``dispatch.cpu_threads``) only up to
+  MULTICORE_ROWS_MAX_HEAD_DIM. On GPU and TPU the XLA path is a baseline whose rows
   should run in parallel, and under a mesh of several devices the batch is sharded (a loop
   over it would gather it)."""
   if per_row is None:
-    per_row = dispatch.one_cpu_device() and 4 * scores >= ROW_BY_ROW_MIN_SCORE_BYTES
+    per_row = (dispatch.one_cpu_device() and 4 * scores >= ROW_BY_ROW_MIN_SCORE_BYTES
+               and (dispatch.cpu_threads() == 1 or head_dim <= MULTICORE_ROWS_MAX_HEAD_DIM))
   if not per_row:
     return b * n_kv
   return min(b * n_kv, max(1, int(ROW_SCORE_BYTES // max(4 * scores / (b * n_kv), 1))))
@@ -290,7 +299,7 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   scale = d ** -0.5 if scale is None else scale
   c = block_size or causal_block_size(t, d)
   keys_per_query = sum((end - lo) * (end - start) for start, end, lo in _band_blocks(t, c, t)) / t
-  rows = _rows_per_step(per_row, b * h * t * keys_per_query, b, k_BxTxKxD.shape[2])
+  rows = _rows_per_step(per_row, b * h * t * keys_per_query, b, k_BxTxKxD.shape[2], d)
   fns = [functools.partial(f, window=t, scale=scale, c=c) for f in (_banded_forward, _banded_backward)]
   return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
 
@@ -307,7 +316,8 @@ def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, sc
                                  block_size=block_size, per_row=per_row)
   c = block_size or default_block_size(t, window)
   strip = (math.ceil((window - 1) / c) + 1) * c              # keys a query block scores
-  rows = _rows_per_step(per_row, b * h * math.ceil(t / c) * c * strip, b, k_BxTxKxD.shape[2])
+  rows = _rows_per_step(per_row, b * h * math.ceil(t / c) * c * strip, b,
+                        k_BxTxKxD.shape[2], d)
   banded = (dispatch.target_platform() == "cpu" and c >= BANDED_MIN_BLOCK
             and math.ceil(t / c) <= BANDED_MAX_BLOCKS)
   pair = (_banded_forward, _banded_backward) if banded else (_strip_forward, _strip_backward)
