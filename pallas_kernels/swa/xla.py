@@ -119,7 +119,8 @@ def _banded_backward(q, k, v, o, lse, do, *, window, scale, c):
 # key) when the blocks are few and large, else all blocks at once over key strips
 # (``_strip_*``): measured once on one core (issue 19's notes), at d256 (8 blocks of 64 rows)
 # banded 46 ms against strips 51 ms; at the toy SWA (16 blocks of 16 rows) strips 1.2-1.3x
-# faster (the ops per block dominate there). For GPU and TPU always strips: one block shape for the compiler to tune.
+# faster (the ops per block dominate there). For GPU and TPU always strips: one block shape
+# for the compiler to tune.
 BANDED_MIN_BLOCK, BANDED_MAX_BLOCKS = 32, 16
 
 
@@ -245,7 +246,8 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
     return [x[:, :, j * per_head:(j + 1) * per_head] for j in range(heads)]
 
   def put(buf, xs, step, per_head):
-    """Inverse of ``take``: the calls' outputs back into ``buf`` [B, T, kv heads * per_head, ...]."""
+    """Inverse of ``take``: the calls' outputs back into ``buf``
+    [B, T, kv heads * per_head, ...]."""
     if n_steps == 1:
       x = xs[0].reshape((b, n_kv, t, per_head) + xs[0].shape[3:])
       return jnp.moveaxis(x, 1, 2).reshape(buf.shape).astype(buf.dtype)
@@ -300,7 +302,8 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   c = block_size or causal_block_size(t, d)
   keys_per_query = sum((end - lo) * (end - start) for start, end, lo in _band_blocks(t, c, t)) / t
   rows = _rows_per_step(per_row, b * h * t * keys_per_query, b, k_BxTxKxD.shape[2], d)
-  fns = [functools.partial(f, window=t, scale=scale, c=c) for f in (_banded_forward, _banded_backward)]
+  fns = [functools.partial(f, window=t, scale=scale, c=c)
+         for f in (_banded_forward, _banded_backward)]
   return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
 
 
