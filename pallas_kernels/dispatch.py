@@ -83,9 +83,12 @@ def target_platform() -> str:
 
 def one_cpu_device() -> bool:
   """Whether the code being traced is compiled for CPU and runs on one device (no mesh in
-  context, or a mesh of one): where an XLA path may trade parallel width for cache reuse."""
+  context, a mesh of one, or inside a ``shard_map`` manual over every mesh axis, where each
+  device has its own rows): where an XLA path may trade parallel width for cache reuse."""
   mesh = _context_mesh()
-  return target_platform() == "cpu" and (mesh is None or mesh.size == 1)
+  manual = set(getattr(mesh, "manual_axes", ()) or ()) if mesh is not None else set()
+  return target_platform() == "cpu" and (mesh is None or mesh.size == 1
+                                         or manual >= set(mesh.axis_names))
 
 
 def cpu_threads() -> int:

@@ -55,6 +55,16 @@ def test_one_thread_pins_both_sides_to_one_core_and_every_core_leaves_them_alone
     assert train._run(probe, train.thread_env(1), "probe", train.one_core(1)) == {"cpus": [train.one_core(1)]}
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two cores")
+def test_processes_time_the_project_as_one_single_threaded_process_per_core():
+  """``--processes 2``: a two-process JAX job on this host, data parallel, one core each;
+  process 0's row comes back."""
+  row = train.project_row("toy", 2, 0, processes=2)
+  assert row["processes"] == 2 and row["threads"] == 1 and row["step_s"] > 0
+  assert row["tokens_per_s"] == pytest.approx(8 * 256 / row["step_s"])
+
+
 def test_ratios_are_taken_within_rounds_then_the_median():
   rows = [dict(shape="toy", side="project", round=0, tokens_per_s=100.0),
           dict(shape="toy", side="torch-eager", round=0, tokens_per_s=50.0),
@@ -73,6 +83,9 @@ def test_ratios_are_taken_within_rounds_then_the_median():
     (["--compile-shapes", "nope"], "unknown shape(s) nope"),
     (["--threads", "3"], "--threads must be 0"),
     (["--rounds", "0"], "--rounds and --steps must be >= 1"),
+    (["--processes", "0"], "--processes must be 1.."),
+    (["--processes", "999"], "--processes must be 1.."),
+    (["--processes", "2", "--threads", "1"], "--processes must be 1.."),
 ])
 def test_bad_arguments_are_one_line_exit_2(capsys, argv, message):
   assert cli.main(["train", *argv]) == 2

@@ -148,3 +148,41 @@ def test_bench_mesh_reports_fsdp_splitting_the_parameter_bytes():
   ratio = fsdp8["param_bytes_per_device"] / one["param_bytes_per_device"]
   assert 1 / 8 <= ratio < 0.2, ratio       # ~1/8: only small norm scales stay replicated
   assert fsdp8["state_bytes_per_device"] < 0.2 * one["state_bytes_per_device"]
+
+
+COLLECTIVES = textwrap.dedent("""
+    import json, re, sys
+    sys.path.insert(0, {tests!r})
+    import jax
+    from conftest import tiny_config
+    from hybrid_jax.data import make_source
+    from hybrid_jax.resolve import resolve
+    from hybrid_jax.train import sharding
+    from hybrid_jax.train.state import init_state
+    from hybrid_jax.train.step import make_train_step
+    c = tiny_config(steps=2)
+    c.train.batch_size = 4
+    c.mesh.data, c.mesh.fsdp = {data}, {fsdp}
+    cfg = resolve(c)
+    mesh = sharding.make_mesh(cfg.mesh)
+    graphdef, rest, state, tx, _ = init_state(cfg, mesh)
+    step = make_train_step(graphdef, rest, tx, mesh=mesh, batch_size=4,
+                           state_shardings=sharding.state_shardings(mesh, state))
+    batch = sharding.global_batch(mesh, make_source(cfg).batch(0))
+    hlo = step.lower(state, batch).compile().as_text()
+    print(json.dumps(dict(all_reduce=len(re.findall(r"all-reduce(?:-start)?\\(", hlo)))))
+    """)
+
+
+@pytest.mark.parametrize("data,fsdp,flat", [(2, 1, True), (1, 2, False)])
+def test_cpu_data_parallel_reduces_the_gradients_in_one_all_reduce(data, fsdp, flat):
+  """XLA:CPU runs one all-reduce per parameter (gloo between processes: ~4 ms each), so a
+  pure data-parallel CPU step sums one flat vector of gradients and metrics; FSDP keeps
+  XLA's collectives. (That the losses equal one device's: the tests above.)"""
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  code = COLLECTIVES.format(tests=os.path.dirname(__file__), data=data, fsdp=fsdp)
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                     timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  n = json.loads(r.stdout.strip().splitlines()[-1])["all_reduce"]
+  assert (n == 1) if flat else (n > 1), n

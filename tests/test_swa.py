@@ -140,9 +140,9 @@ def test_rows_per_loop_step_follow_the_cache_budget(scores, per_row, cores, head
 
 
 def test_row_by_row_only_on_a_one_device_cpu():
-  """Row by row is the default only where it pays: compiled for CPU on one device. For GPU
-  and TPU the XLA path is the kernels' baseline, and under a mesh of several devices the
-  batch is sharded (a loop over it would gather it)."""
+  """Row by row is the default only where it pays: compiled for CPU on one device (or per
+  device, inside a shard_map). For GPU and TPU the XLA path is the kernels' baseline, and
+  under a mesh of several devices the batch is sharded (a loop over it would gather it)."""
   from jax.sharding import AbstractMesh
   from pallas_kernels import dispatch
   assert dispatch.one_cpu_device()
@@ -153,6 +153,13 @@ def test_row_by_row_only_on_a_one_device_cpu():
     assert not dispatch.one_cpu_device()
   with jax.sharding.use_abstract_mesh(AbstractMesh((1,), ("data",))):
     assert dispatch.one_cpu_device()
+  # Inside a shard_map manual over every axis each device has its own rows: a loop is local.
+  manual = (jax.sharding.AxisType.Manual,) * 2
+  with jax.sharding.use_abstract_mesh(AbstractMesh((2, 1), ("data", "fsdp"), axis_types=manual)):
+    assert dispatch.one_cpu_device()
+  partly = (jax.sharding.AxisType.Manual, jax.sharding.AxisType.Explicit)
+  with jax.sharding.use_abstract_mesh(AbstractMesh((2, 2), ("data", "fsdp"), axis_types=partly)):
+    assert not dispatch.one_cpu_device()
 
 
 @pytest.mark.parametrize("b,t,window,d,cores,looped", [

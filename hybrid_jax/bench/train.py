@@ -18,6 +18,7 @@ import argparse
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from hybrid_jax.data import make_source
 from hybrid_jax.model.flops import model_flops_per_token
 from hybrid_jax.resolve import resolve
 from hybrid_jax.run import atomic_write_text
-from hybrid_jax.train import sharding
+from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.state import init_state
 from hybrid_jax.train.step import make_train_step
@@ -119,8 +120,9 @@ def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> flo
   the device(s) (the loop's data work is timed apart, in ``host_seconds``)."""
   step_fn, state = make_step(cfg, donate, mesh)
   source = make_source(cfg)
-  put = (lambda b: sharding.global_batch(mesh, b)) if mesh is not None else jax.device_put
-  batches = [put(source.batch(s)) for s in range(steps + 1)]
+  rows = sharding.process_rows(cfg.train.batch_size)          # this process's share
+  put = ((lambda b: sharding.global_batch(mesh, b)) if mesh is not None else jax.device_put)
+  batches = [put(source.batch(s, rows=rows)) for s in range(steps + 1)]
   carry = dict(state=state, i=0)
 
   def one_step():
@@ -175,12 +177,17 @@ def worker(argv) -> dict:
   p.add_argument("--no-donate", action="store_true")
   p.add_argument("--breakdown", action="store_true")
   a = p.parse_args(argv)
+  processes = distributed.initialize()        # --processes: joined from the environment
   cfg = shape_config(a.shape)
-  step_s = project_step_seconds(cfg, a.steps, donate=not a.no_donate)
+  mesh = sharding.make_mesh(cfg.mesh) if processes > 1 else None
+  step_s = project_step_seconds(cfg, a.steps, donate=not a.no_donate, mesh=mesh)
   tokens = cfg.train.batch_size * cfg.data.seq_len
   row = dict(side="project" + ("-no-donate" if a.no_donate else ""), shape=a.shape,
              threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-             else os.cpu_count(), step_s=step_s, tokens_per_s=tokens / step_s)
+             else os.cpu_count(), processes=processes, step_s=step_s,
+             tokens_per_s=tokens / step_s)
+  if not distributed.is_primary():
+    return row
   if a.breakdown:
     row["mfu"] = model_flops_per_s(cfg, step_s) / matmul_peak_flops(1024, reps=5)
     row.update(breakdown(cfg, step_s))
@@ -201,11 +208,40 @@ def _run(cmd, env, what, cpu=None) -> dict:
   return json.loads(lines[-1])
 
 
-def project_row(shape, steps, threads, *, donate=True, breakdown_=False) -> dict:
+def project_row(shape, steps, threads, *, donate=True, breakdown_=False, processes=1) -> dict:
   cmd = [sys.executable, "-m", "hybrid_jax.bench.train", "--worker", "--shape", shape,
          "--steps", str(steps)] + (["--no-donate"] if not donate else []) + (
-             ["--breakdown"] if breakdown_ else [])
+             ["--breakdown"] if breakdown_ and processes == 1 else [])
+  if processes > 1:
+    return _run_processes(cmd, processes, f"project workers ({shape}, {processes} processes)")
   return _run(cmd, thread_env(threads), f"project worker ({shape})", one_core(threads))
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _run_processes(cmd, n, what) -> dict:
+  """``cmd`` as an ``n``-process JAX job on this host (``train.distributed``'s variables),
+  process i pinned to the i-th core of this one's: one single-threaded process per core,
+  data parallel. Returns process 0's row."""
+  cores = sorted(os.sched_getaffinity(0))
+  port, procs = _free_port(), []
+  for i in range(n):
+    env = dict(thread_env(1), HYBRID_JAX_COORDINATOR=f"127.0.0.1:{port}",
+               HYBRID_JAX_NUM_PROCESSES=str(n), HYBRID_JAX_PROCESS_ID=str(i))
+    procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=env, preexec_fn=lambda c=cores[i]: os.sched_setaffinity(0, {c})))
+  outs = [p.communicate() for p in procs]
+  for p, (_, err) in zip(procs, outs):
+    if p.returncode:
+      raise BenchError(f"{what} failed: {(err.strip().splitlines() or ['no output'])[-1]}")
+  lines = [l for l in outs[0][0].splitlines() if l.startswith("{")]
+  if not lines:
+    raise BenchError(f"{what} failed: process 0 printed no row")
+  return json.loads(lines[-1])
 
 
 def peer_row(shape, steps, threads, mode) -> dict:
@@ -230,6 +266,10 @@ def _parser():
   p.add_argument("--steps", type=int, default=10, help="timed steps per measurement (median)")
   p.add_argument("--threads", type=int, default=0,
                  help="threads of both sides: 1, or 0 for every core (default)")
+  p.add_argument("--processes", type=int, default=1,
+                 help="the project side as this many single-threaded processes, one per core, "
+                      "data parallel (as `hybrid-jax train` runs under HYBRID_JAX_COORDINATOR); "
+                      "1: one process on every core (default)")
   p.add_argument("--peer", action="store_true", help="also time the PyTorch peer (needs torch)")
   p.add_argument("--compile-shapes", default="d256",
                  help="shapes also timed under torch.compile with --peer ('' for none)")
@@ -256,13 +296,23 @@ def main(argv=None) -> int:
     raise BenchError(f"--threads must be 0 (every core) or 1; got {a.threads}")
   if a.rounds < 1 or a.steps < 1:
     raise BenchError("--rounds and --steps must be >= 1")
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+  if a.processes < 1 or a.processes > cores or (a.processes > 1 and a.threads == 1):
+    raise BenchError(f"--processes must be 1..{cores} (the cores this process may use), and "
+                     f"1 with --threads 1; got {a.processes}")
+  odd = [s for s in shapes if shape_config(s).train.batch_size % a.processes]
+  if odd:
+    raise BenchError(f"--processes {a.processes} must divide the batch of shape(s) "
+                     f"{', '.join(odd)}")
   peer = a.peer
   if peer and not torch_available():
     print("# --peer: torch is not installed; install the CPU wheel to compare: "
           "pip install torch --index-url https://download.pytorch.org/whl/cpu", flush=True)
     peer = False
+  project_side = (f"{a.processes} single-threaded processes" if a.processes > 1
+                  else f"threads {a.threads or os.cpu_count()}")
   print(f"# bench train: shapes {','.join(shapes)}, {a.rounds} round(s) x {a.steps} steps, "
-        f"threads {a.threads or os.cpu_count()} on both sides", flush=True)
+        f"project: {project_side}; peer: threads {a.threads or os.cpu_count()}", flush=True)
   if a.donation:
     for shape in shapes:
       cfg = shape_config(shape)
@@ -271,7 +321,7 @@ def main(argv=None) -> int:
   rows = []
   for r in range(a.rounds):
     for shape in shapes:
-      sides = [lambda: project_row(shape, a.steps, a.threads,
+      sides = [lambda: project_row(shape, a.steps, a.threads, processes=a.processes,
                                    breakdown_=r == 0 and not a.no_breakdown)]
       if a.donation:
         sides.append(lambda: project_row(shape, a.steps, a.threads, donate=False))
