@@ -76,13 +76,15 @@ def help_text(argv) -> str:
     config_file = argv[argv.index("--config") + 1]
   parse_argv = [PROG] + ([f"--config={config_file}"] if config_file else [])
   _define(fv, parse_argv)
-  lines = [f"usage: {PROG} --workdir DIR [--config FILE] [--config.SECTION.KEY=VALUE ...] [--quiet]",
+  lines = [f"usage: {PROG} --workdir DIR [--config FILE] [--config.SECTION.KEY=VALUE ...] "
+           "[--local_processes N] [--quiet]",
            "", DESCRIPTION,
            "", "flags:"]
   for name in ("config", "workdir", "coordinator", "num_processes", "process_id"):
     flag = fv[name]
     default = config_file or DEFAULT_CONFIG if name == "config" else flag.default
     lines.append(f"  --{name}: {flag.help} (default: {default})")
+  lines.append(f"  --local_processes: {LOCAL_PROCESSES_HELP} (default: 1)")
   lines += [f"  {k}: {v}" for k, v in SWITCHES.items()]
   lines += ["  -h, --help: Show this message and exit.", "",
             "config keys (override with --config.KEY=VALUE; defaults from the config file):"]
@@ -121,16 +123,45 @@ def parse_train_flags(argv: list[str]):
   return config, fv.workdir
 
 
+LOCAL_PROCESSES_HELP = ("CPU: run as N single-threaded processes, one per core, data parallel "
+                        "(faster than one process on every core at d_model >= 256)")
+
+
+def split_local_processes(argv: list[str]) -> tuple[int, list[str]]:
+  """(N of ``--local_processes N`` or ``=N``, default 1; the other arguments)."""
+  n, rest, i = None, [], 0
+  while i < len(argv):
+    a = argv[i]
+    if a == "--local_processes" or a.startswith("--local_processes="):
+      value = a.split("=", 1)[1] if "=" in a else (argv[i + 1] if i + 1 < len(argv) else "")
+      i += 1 if "=" in a else 2
+      try:
+        n = int(value)
+      except ValueError:
+        raise UserError(f"--local_processes needs an integer; got {value!r}") from None
+      continue
+    rest.append(a)
+    i += 1
+  if n is not None and any(a == "--coordinator" or a.startswith("--coordinator=") for a in rest):
+    raise UserError("--local_processes starts its own processes; it takes no --coordinator")
+  return (1 if n is None else n), rest
+
+
 def main(argv) -> int:
   argv = list(argv)
   if "-h" in argv or "--help" in argv:
     print(help_text(argv))
     return 0
   quiet = "--quiet" in argv
+  n_local, argv = split_local_processes(argv)
   config, workdir = parse_train_flags([a for a in argv if a not in SWITCHES])
   from hybrid_jax.resolve import resolve   # lazy: JAX, see above
   from hybrid_jax.train import loop
   config = resolve(config)              # once per train command; a ConfigError (a UserError) before anything is written
+  if n_local != 1:
+    from hybrid_jax.train import local_processes
+    local_processes.check(n_local, config)
+    return local_processes.run(argv, n_local)
   try:
     status = train(config, workdir, progress=False if quiet else None)
   except loop.Preempted as e:

@@ -203,7 +203,8 @@ def _rows_per_step(per_row, scores, b, n_kv, head_dim):
   as many as fit ROW_SCORE_BYTES; on several cores (``dispatch.cpu_threads``) only up to
   MULTICORE_ROWS_MAX_HEAD_DIM. On GPU and TPU the XLA path is a baseline whose rows
   should run in parallel, and under a mesh of several devices the batch is sharded (a loop
-  over it would gather it)."""
+  over it would gather it), except inside a shard_map over every axis (each device's own
+  rows: CPU data parallelism, ``hybrid_jax.train.step.flat_data_parallel``)."""
   if per_row is None:
     per_row = (dispatch.one_cpu_device() and 4 * scores >= ROW_BY_ROW_MIN_SCORE_BYTES
                and (dispatch.cpu_threads() == 1 or head_dim <= MULTICORE_ROWS_MAX_HEAD_DIM))

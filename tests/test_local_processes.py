@@ -1,0 +1,127 @@
+"""``hybrid-jax train --local_processes N``: one run as N single-threaded processes on this
+host. Its flags are checked before anything starts; it trains the run one process trains
+(within rounding), is deterministic, and a SIGTERM to it checkpoints every process and
+resumes exactly."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from hybrid_jax.run import RunDir
+
+STEPS = 24
+CONFIG_FILE = f"""
+from hybrid_jax.configs.base import base_config
+
+def get_config():
+  c = base_config()
+  c.model.size = "custom"
+  c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.n_kv_heads = 32, 2, 4, 2
+  c.model.window = 8
+  c.data.seq_len, c.data.n_pairs = 48, 4
+  c.train.batch_size, c.train.steps, c.train.warmup_steps, c.train.log_every = 4, {STEPS}, 2, 1
+  c.checkpoint.every = 4
+  return c
+"""
+KEYS = ("step", "tokens", "loss", "lr", "grad_norm", "answer_loss", "answer_acc")
+two_cores = pytest.mark.skipif(
+    len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(1)) < 2,
+    reason="needs two cores")
+
+
+def _curve(workdir):
+  return [{k: r[k] for k in KEYS} for r in RunDir(workdir).read_metrics()]
+
+
+def _cli(workdir, config_file, *extra):
+  return [sys.executable, "-m", "hybrid_jax.cli", "train", "--config", str(config_file),
+          "--workdir", str(workdir), "--quiet", *extra]
+
+
+def _errors(stderr):
+  return [l for l in stderr.splitlines()
+          if not l.startswith(("WARNING: All log messages before absl", "I0000 ", "W0000 ", "E0000 "))]
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+  path = tmp_path_factory.mktemp("cfg") / "tiny.py"
+  path.write_text(CONFIG_FILE)
+  return path
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--local_processes", "999"], "--local_processes must be 1.."),
+    (["--local_processes=x"], "--local_processes needs an integer; got 'x'"),
+    (["--local_processes", "2", "--coordinator", "127.0.0.1:1"], "it takes no --coordinator"),
+    pytest.param(["--local_processes", "2", "--config.train.batch_size=6",
+                  "--config.train.microbatches=2"],
+                 "must be a multiple of the processes x microbatches (2 x 2)", marks=two_cores),
+    pytest.param(["--local_processes", "2", "--config.eval.every=4"],
+                 "evaluation during multi-process training is not supported", marks=two_cores),
+])
+def test_bad_local_processes_fail_in_one_line_before_creating_anything(tmp_path, config_file,
+                                                                       extra, message):
+  workdir = tmp_path / "run"
+  proc = subprocess.run(_cli(workdir, config_file, *extra), capture_output=True, text=True)
+  assert proc.returncode == 2, proc.stderr[-2000:]
+  lines = _errors(proc.stderr)
+  assert len(lines) == 1 and lines[0].startswith("hybrid-jax: error: ") and message in lines[0], lines
+  assert not workdir.exists()
+
+
+@pytest.fixture(scope="module")
+def one_process_run(tmp_path_factory, config_file):
+  workdir = tmp_path_factory.mktemp("one") / "run"
+  subprocess.run(_cli(workdir, config_file), check=True, capture_output=True)
+  return workdir
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory, config_file):
+  workdir = tmp_path_factory.mktemp("two") / "run"
+  proc = subprocess.run(_cli(workdir, config_file, "--local_processes", "2"),
+                        capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.count("hybrid-jax: run ") == 1           # process 0 prints, once
+  return workdir
+
+
+@two_cores
+def test_two_local_processes_train_the_run_one_process_trains(one_process_run, two_process_run,
+                                                              tmp_path, config_file):
+  ours, one = _curve(two_process_run), _curve(one_process_run)
+  assert [r["step"] for r in ours] == list(range(1, STEPS + 1))
+  np.testing.assert_allclose([r["loss"] for r in ours], [r["loss"] for r in one], rtol=2e-4)
+  assert RunDir(two_process_run).read_status()["state"] == "done"
+  again = tmp_path / "again"                                     # deterministic
+  subprocess.run(_cli(again, config_file, "--local_processes", "2"), check=True,
+                 capture_output=True)
+  assert _curve(again) == ours
+
+
+@two_cores
+def test_sigterm_stops_every_process_at_a_checkpoint_and_resumes_exactly(tmp_path, config_file,
+                                                                         two_process_run):
+  workdir = tmp_path / "run"
+  run = RunDir(workdir)
+  proc = subprocess.Popen(_cli(workdir, config_file, "--local_processes", "2"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  t0 = time.time()
+  while time.time() - t0 < 300 and proc.poll() is None and len(run.read_metrics()) < 6:
+    time.sleep(0.02)
+  proc.send_signal(signal.SIGTERM)
+  proc.wait(timeout=120)
+  assert proc.returncode == 143
+  status = run.read_status()
+  assert status["state"] == "preempted" and status["step"] < STEPS, status
+  kept = [int(p.name) for p in run.checkpoint_dir.iterdir() if p.name.isdigit()]
+  assert max(kept) == status["step"]                              # nothing since is lost
+  subprocess.run(_cli(workdir, config_file, "--local_processes", "2"), check=True,
+                 capture_output=True)
+  assert _curve(workdir) == _curve(two_process_run)
