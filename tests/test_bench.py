@@ -65,6 +65,23 @@ def test_processes_time_the_project_as_one_single_threaded_process_per_core():
   assert row["tokens_per_s"] == pytest.approx(8 * 256 / row["step_s"])
 
 
+def test_processes_rounds_also_time_one_process_on_every_core(monkeypatch, capsys):
+  """``--processes 2``: each round has the one-process project beside the N processes, and
+  the summary gives their ratio."""
+  calls = []
+  def fake(shape, steps, threads, processes=1, **kw):
+    calls.append(processes)
+    return dict(side="project", shape=shape, tokens_per_s=150.0 if processes > 1 else 100.0)
+  monkeypatch.setattr(train, "project_row", fake)
+  monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+  assert cli.main(["train", "--shapes", "toy", "--processes", "2", "--rounds", "2",
+                   "--no-breakdown"]) == 0
+  assert calls == [2, 1, 2, 1]
+  summary = json.loads(capsys.readouterr().out.split("# summary: median over rounds of each "
+                                                     "within-round ratio\n")[1])
+  assert summary["toy"]["project_over_project-1-process"] == 1.5
+
+
 def test_ratios_are_taken_within_rounds_then_the_median():
   rows = [dict(shape="toy", side="project", round=0, tokens_per_s=100.0),
           dict(shape="toy", side="torch-eager", round=0, tokens_per_s=50.0),

@@ -325,6 +325,9 @@ def main(argv=None) -> int:
                                    breakdown_=r == 0 and not a.no_breakdown)]
       if a.donation:
         sides.append(lambda: project_row(shape, a.steps, a.threads, donate=False))
+      if a.processes > 1:        # the same run's baseline: one process on every core
+        sides.append(lambda: dict(project_row(shape, a.steps, a.threads),
+                                  side="project-1-process"))
       if peer:
         sides.append(lambda: peer_row(shape, a.steps, a.threads, "eager"))
         if shape in compiled:
