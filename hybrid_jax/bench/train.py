@@ -18,7 +18,6 @@ import argparse
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from hybrid_jax.data import make_source
 from hybrid_jax.model.flops import model_flops_per_token
 from hybrid_jax.resolve import resolve
 from hybrid_jax.run import atomic_write_text
-from hybrid_jax.train import distributed, sharding
+from hybrid_jax.train import distributed, local_processes, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.state import init_state
 from hybrid_jax.train.step import make_train_step
@@ -217,21 +216,13 @@ def project_row(shape, steps, threads, *, donate=True, breakdown_=False, process
   return _run(cmd, thread_env(threads), f"project worker ({shape})", one_core(threads))
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
-
-
 def _run_processes(cmd, n, what) -> dict:
   """``cmd`` as an ``n``-process JAX job on this host (``train.distributed``'s variables),
   process i pinned to the i-th core of this one's: one single-threaded process per core,
   data parallel. Returns process 0's row."""
-  cores = sorted(os.sched_getaffinity(0))
-  port, procs = _free_port(), []
+  cores, port, procs = local_processes.usable_cores(), local_processes.free_port(), []
   for i in range(n):
-    env = dict(thread_env(1), HYBRID_JAX_COORDINATOR=f"127.0.0.1:{port}",
-               HYBRID_JAX_NUM_PROCESSES=str(n), HYBRID_JAX_PROCESS_ID=str(i))
+    env = dict(local_processes.process_env(i, n, port), JAX_PLATFORMS="cpu")
     procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   env=env, preexec_fn=lambda c=cores[i]: os.sched_setaffinity(0, {c})))
   outs = [p.communicate() for p in procs]
@@ -296,7 +287,7 @@ def main(argv=None) -> int:
     raise BenchError(f"--threads must be 0 (every core) or 1; got {a.threads}")
   if a.rounds < 1 or a.steps < 1:
     raise BenchError("--rounds and --steps must be >= 1")
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+  cores = len(local_processes.usable_cores())
   if a.processes < 1 or a.processes > cores or (a.processes > 1 and a.threads == 1):
     raise BenchError(f"--processes must be 1..{cores} (the cores this process may use), and "
                      f"1 with --threads 1; got {a.processes}")

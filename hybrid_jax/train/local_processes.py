@@ -47,13 +47,14 @@ def check(n: int, cfg) -> None:
   mesh_shape(cfg.mesh, n)
 
 
-def _free_port() -> int:
+def free_port() -> int:
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     return s.getsockname()[1]
 
 
-def _env(i: int, n: int, port: int) -> dict:
+def process_env(i: int, n: int, port: int) -> dict:
+  """Environment of process ``i`` of ``n``: the job's coordinator, and one thread."""
   from hybrid_jax.train.distributed import ENV
   env = dict(os.environ, **dict(zip(ENV, ("127.0.0.1:%d" % port, str(n), str(i)))))
   # One thread each: the core is set by affinity (XLA:CPU's pool follows it); the flags also
@@ -66,11 +67,12 @@ def _env(i: int, n: int, port: int) -> dict:
 def run(train_argv: list[str], n: int, poll_s: float = 0.2, grace_s: float = 60.0) -> int:
   """``hybrid-jax train *train_argv`` as ``n`` processes; the first failing exit code, or 0.
   When one fails, the others get SIGTERM, and SIGKILL ``grace_s`` later."""
-  cores, port, procs = usable_cores(), _free_port(), []
+  cores, port, procs = usable_cores(), free_port(), []
   pin = hasattr(os, "sched_setaffinity")
   for i in range(n):
     procs.append(subprocess.Popen(
-        [sys.executable, "-m", "hybrid_jax.cli", "train", *train_argv], env=_env(i, n, port),
+        [sys.executable, "-m", "hybrid_jax.cli", "train", *train_argv],
+        env=process_env(i, n, port),
         stdout=None if i == 0 else subprocess.DEVNULL,
         preexec_fn=(lambda c=cores[i]: os.sched_setaffinity(0, {c})) if pin else None))
 
