@@ -125,3 +125,41 @@ def test_sigterm_stops_every_process_at_a_checkpoint_and_resumes_exactly(tmp_pat
   subprocess.run(_cli(workdir, config_file, "--local_processes", "2"), check=True,
                  capture_output=True)
   assert _curve(workdir) == _curve(two_process_run)
+
+
+GLOO_SCRIPT = """
+import os
+from hybrid_jax.train import distributed
+distributed.initialize()
+import jax, numpy as np
+from jax.experimental import multihost_utils
+multihost_utils.process_allgather(np.zeros(3))            # the first collective starts gloo
+n = distributed.quiet_gloo_threads()
+nices = [int(open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[16])
+         for t in os.listdir("/proc/self/task")]
+print("RESULT", n, nices.count(19), flush=True)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_gloo_event_loop_threads_are_lowered_to_nice_19_after_the_first_collective(tmp_path):
+  """The busy-polling loop must not hold a pinned core after each all-reduce: in a two-process
+  CPU job each process finds its gloo loop thread and renices exactly it."""
+  from hybrid_jax.train import local_processes
+  script = tmp_path / "gloo.py"
+  script.write_text(GLOO_SCRIPT)
+  port = local_processes.free_port()
+  procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(local_processes.process_env(i, 2, port), JAX_PLATFORMS="cpu"))
+           for i in range(2)]
+  outs = [p.communicate(timeout=120) for p in procs]
+  for p, (out, err) in zip(procs, outs):
+    assert p.returncode == 0, err[-2000:]
+    result = [l.split()[1:] for l in out.splitlines() if l.startswith("RESULT")]
+    assert result == [["1", "1"]], out                     # one loop thread, niced, no other
+
+
+def test_quiet_gloo_threads_does_nothing_in_one_process():
+  from hybrid_jax.train import distributed
+  assert distributed.quiet_gloo_threads() == 0

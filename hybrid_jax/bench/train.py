@@ -128,7 +128,9 @@ def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> flo
     carry["state"], metrics = step_fn(carry["state"], batches[carry["i"] % len(batches)])
     carry["i"] += 1
     return metrics
-  return median_seconds(one_step, reps=steps)
+  jax.block_until_ready(one_step())             # compiles; the first collectives start gloo
+  distributed.quiet_gloo_threads()              # as the training loop does after its first step
+  return median_seconds(one_step, reps=steps, warmup=0)
 
 
 def host_seconds(cfg, reps: int = 20) -> dict:

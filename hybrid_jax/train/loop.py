@@ -168,6 +168,8 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
           ckpt.save(step, state, force=True)
           run.write_status("preempted", step, total, f"stopped by signal {stop.signum}")
           raise Preempted(f"preempted at step {step}/{total}; rerun the same command to resume")
+        if step == start + 1:                     # gloo's event loop exists from here
+          distributed.quiet_gloo_threads()
         if ckpt.save(step, state, force=step == total):
           for hook in hooks:
             hook.checkpoint(step)
