@@ -127,6 +127,41 @@ def test_sigterm_stops_every_process_at_a_checkpoint_and_resumes_exactly(tmp_pat
   assert _curve(workdir) == _curve(two_process_run)
 
 
+def _child_with_process_id(launcher_pid, process_id):
+  """The pid of the launcher's training process ``process_id`` (Linux /proc)."""
+  children = open(f"/proc/{launcher_pid}/task/{launcher_pid}/children").read().split()
+  for pid in children:
+    env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    if f"HYBRID_JAX_PROCESS_ID={process_id}".encode() in env:
+      return int(pid)
+  raise AssertionError(f"no process {process_id} among {children}")
+
+
+@two_cores
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_sigterm_to_one_process_stops_all_at_the_same_checkpointed_step(tmp_path, config_file,
+                                                                        two_process_run):
+  """Only process 1 sees the signal; its vote rides the step's all-reduce, so process 0 (which
+  writes the status) stops at the same step, both checkpoint it, and the run resumes exactly."""
+  workdir = tmp_path / "run"
+  run = RunDir(workdir)
+  proc = subprocess.Popen(_cli(workdir, config_file, "--local_processes", "2"),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  t0 = time.time()
+  while time.time() - t0 < 300 and proc.poll() is None and len(run.read_metrics()) < 6:
+    time.sleep(0.02)
+  os.kill(_child_with_process_id(proc.pid, 1), signal.SIGTERM)
+  proc.wait(timeout=120)
+  status = run.read_status()
+  assert status["state"] == "preempted" and status["step"] < STEPS, status
+  assert status["error"] == "stopped by a signal to another process of the job", status
+  kept = [int(p.name) for p in run.checkpoint_dir.iterdir() if p.name.isdigit()]
+  assert max(kept) == status["step"]
+  subprocess.run(_cli(workdir, config_file, "--local_processes", "2"), check=True,
+                 capture_output=True)
+  assert _curve(workdir) == _curve(two_process_run)
+
+
 GLOO_SCRIPT = """
 import os
 from hybrid_jax.train import distributed

@@ -12,8 +12,6 @@ import os
 import time
 
 import jax
-import numpy as np
-from jax.experimental import multihost_utils
 
 ENV = ("HYBRID_JAX_COORDINATOR", "HYBRID_JAX_NUM_PROCESSES", "HYBRID_JAX_PROCESS_ID")
 
@@ -50,14 +48,6 @@ def initialize() -> int:
 def is_primary() -> bool:
   """Process 0 writes the run directory's files; every process trains and checkpoints."""
   return jax.process_index() == 0
-
-
-def any_process(flag: bool) -> bool:
-  """Whether ``flag`` is set on any process (so a SIGTERM seen by one host stops all of them
-  at the same step, instead of leaving the others waiting in a collective)."""
-  if jax.process_count() == 1:
-    return flag
-  return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
 
 
 # gloo's TCP event loop (``gloo::transport::tcp::Loop::run``) waits in epoll_wait with

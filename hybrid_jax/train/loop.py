@@ -20,7 +20,7 @@ from hybrid_jax.train.progress import Progress
 from hybrid_jax.train.resume import (compute_setup, report_metrics_gap, report_setup_change,
                                      restore_newest_intact)
 from hybrid_jax.train.state import init_state
-from hybrid_jax.train.step import make_train_step
+from hybrid_jax.train.step import make_train_step, stop_votes
 
 PREEMPTED_EXIT_CODE = 143
 
@@ -140,11 +140,20 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   try:
     with _StopFlag() as stop:
       t_last, step_last = time.perf_counter(), start
+      vote = jax.process_count() > 1           # processes agree on stopping through the step
+      voted = None                             # the previous step's answer (still on device)
       while step < total:
-        batch = sharding.global_batch(mesh, source.batch(step, rows=rows),
-                                      cfg.train.batch_size // cfg.train.microbatches)
+        local = source.batch(step, rows=rows)
+        if vote:
+          local["stop"] = stop_votes(len(rows), stop.signum is not None)
+        batch = sharding.global_batch(mesh, local, cfg.train.batch_size // cfg.train.microbatches)
         state, metrics = train_step(state, batch)
         step += 1
+        # One process: stop now. Several: stop when the step before this one says any process
+        # voted (read only now, so the host stays a step ahead); all see it at the same step.
+        stopping = (stop.signum is not None if not vote
+                    else voted is not None and float(voted) > 0)
+        voted = metrics.pop("stop", None)
         if step % cfg.train.log_every == 0 or step == total:
           metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
           watch.check(step, metrics["loss"])
@@ -164,12 +173,14 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
           for hook in hooks:
             hook.log(step, record)
         bar.step()
-        if distributed.any_process(stop.signum is not None):
+        if stopping:
           ckpt.save(step, state, force=True)
-          run.write_status("preempted", step, total, f"stopped by signal {stop.signum}")
+          why = (f"stopped by signal {stop.signum}" if stop.signum is not None
+                 else "stopped by a signal to another process of the job")
+          run.write_status("preempted", step, total, why)
           raise Preempted(f"preempted at step {step}/{total}; rerun the same command to resume")
-        if step == start + 1:                     # gloo's event loop exists from here
-          distributed.quiet_gloo_threads()
+        if vote and step == start + 2:           # the first step has run (its vote was read),
+          distributed.quiet_gloo_threads()        # so gloo's event loop exists
         if ckpt.save(step, state, force=step == total):
           for hook in hooks:
             hook.checkpoint(step)

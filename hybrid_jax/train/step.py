@@ -4,6 +4,7 @@ import contextlib
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 from jax.flatten_util import ravel_pytree
@@ -83,12 +84,17 @@ def _device_grad(loss_fn, mesh, microbatches):
     n_answers = batch["answer_mask"].sum().astype(jnp.float32)
     sums = dict(loss=metrics["loss"], answer_loss=metrics["answer_loss"] * n_answers,
                 answer_acc=metrics["answer_acc"] * n_answers, n_answers=n_answers)
+    if "stop" in batch:                         # rides the same all-reduce (``stop_votes``)
+      sums["stop"] = jnp.max(batch["stop"]).astype(jnp.float32)
     flat, unravel = ravel_pytree((grads, sums))
     grads, sums = unravel(jax.lax.psum(flat, tuple(mesh.axis_names)))
     grads = jax.tree.map(lambda g, p: (g / n).astype(p.dtype), grads, params)
     n_answers = jnp.maximum(sums["n_answers"], 1.0)
-    return grads, dict(loss=sums["loss"] / n, answer_loss=sums["answer_loss"] / n_answers,
-                       answer_acc=sums["answer_acc"] / n_answers)
+    metrics = dict(loss=sums["loss"] / n, answer_loss=sums["answer_loss"] / n_answers,
+                   answer_acc=sums["answer_acc"] / n_answers)
+    if "stop" in sums:
+      metrics["stop"] = sums["stop"]
+    return grads, metrics
 
   rows = P(tuple(mesh.axis_names))
   return lambda params, batch: jax.shard_map(
@@ -104,6 +110,15 @@ def _mesh_in_context(mesh):
   if mesh is None:
     return contextlib.nullcontext()
   return jax.sharding.use_abstract_mesh(mesh.abstract_mesh)
+
+
+def stop_votes(rows: int, stopping: bool):
+  """The ``stop`` batch entry of a multi-process run: this process's vote, one per row. The
+  step returns ``metrics["stop"] > 0`` when any process voted, so every process learns of a
+  SIGTERM seen by one without a collective of its own: a host all-gather after every step
+  waited for the step to finish (no dispatch ahead) and cost the toy default 64 ms a step
+  in two processes (issue 19's notes). The loop reads a step's answer one step later."""
+  return np.full((rows,), stopping, np.int32)
 
 
 def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, microbatches=1,
@@ -134,6 +149,8 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, micr
   def train_step(state, batch):
     with _mesh_in_context(mesh):
       grads, metrics = grad_fn(state["params"], batch)
+      if "stop" in batch and "stop" not in metrics:      # see ``stop_votes``
+        metrics["stop"] = jnp.max(batch["stop"]).astype(jnp.float32)
       with jax.named_scope("optimizer"):
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
