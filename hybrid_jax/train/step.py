@@ -115,9 +115,9 @@ def _mesh_in_context(mesh):
 def stop_votes(rows: int, stopping: bool):
   """The ``stop`` batch entry of a multi-process run: this process's vote, one per row. The
   step returns ``metrics["stop"] > 0`` when any process voted, so every process learns of a
-  SIGTERM seen by one without a collective of its own: a host all-gather after every step
-  waited for the step to finish (no dispatch ahead) and cost the toy default 64 ms a step
-  in two processes (issue 19's notes). The loop reads a step's answer one step later."""
+  SIGTERM seen by one without a collective of its own. The host all-gather it replaces ran
+  after every step, through gloo, and held the host until that step had finished (no
+  dispatch ahead); the loop reads a step's answer one step later instead."""
   return np.full((rows,), stopping, np.int32)
 
 
