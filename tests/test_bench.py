@@ -156,3 +156,18 @@ def test_donation_aliases_the_whole_state_into_the_output():
   assert kept["aliased"] == 0
   assert donated["aliased"] >= donated["state"] > 0
   assert kept["live"] - donated["live"] >= 0.5 * donated["state"]   # 2.2 of 2.6 MB measured
+
+
+def test_a_failed_worker_is_one_line_that_names_the_file_with_its_whole_output():
+  """A native crash ends in a stack trace: the error line keeps the last line and points at
+  the whole output, which is kept."""
+  import re
+  code = "import sys; print('F0000 Check failed: the cause', file=sys.stderr); " \
+         "print('    @ 0x7f PyObject_Vectorcall', file=sys.stderr); sys.exit(1)"
+  with pytest.raises(BenchError) as e:
+    train._run([sys.executable, "-c", code], dict(os.environ), "project worker (toy)")
+  message = str(e.value)
+  assert "\n" not in message and message.startswith("project worker (toy) failed: @ 0x7f")
+  path = re.search(r"its whole output: (\S+)\)$", message).group(1)
+  assert "F0000 Check failed: the cause" in open(path).read()
+  os.remove(path)

@@ -204,9 +204,18 @@ def _run(cmd, env, what, cpu=None) -> dict:
   r = subprocess.run(cmd, capture_output=True, text=True, env=env, preexec_fn=pin)
   lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
   if r.returncode or not lines:
-    tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
-    raise BenchError(f"{what} failed: {tail}")
+    raise BenchError(_failure(what, r.stderr))
   return json.loads(lines[-1])
+
+
+def _failure(what: str, stderr: str) -> str:
+  """One line for a failed worker: its last line of output, and where its whole output was
+  kept (a native crash ends in a stack trace whose last line names no cause)."""
+  with tempfile.NamedTemporaryFile("w", prefix="hybrid_jax_bench_", suffix=".log",
+                                   delete=False) as f:
+    f.write(stderr)
+  tail = (stderr.strip().splitlines() or ["no output"])[-1].strip()
+  return f"{what} failed: {tail} (its whole output: {f.name})"
 
 
 def project_row(shape, steps, threads, *, donate=True, breakdown_=False, processes=1) -> dict:
@@ -230,7 +239,7 @@ def _run_processes(cmd, n, what) -> dict:
   outs = [p.communicate() for p in procs]
   for p, (_, err) in zip(procs, outs):
     if p.returncode:
-      raise BenchError(f"{what} failed: {(err.strip().splitlines() or ['no output'])[-1]}")
+      raise BenchError(_failure(what, err))
   lines = [l for l in outs[0][0].splitlines() if l.startswith("{")]
   if not lines:
     raise BenchError(f"{what} failed: process 0 printed no row")
