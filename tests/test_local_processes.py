@@ -109,22 +109,36 @@ def test_two_local_processes_train_the_run_one_process_trains(one_process_run, t
 def test_sigterm_stops_every_process_at_a_checkpoint_and_resumes_exactly(tmp_path, config_file,
                                                                          two_process_run):
   workdir = tmp_path / "run"
+  proc = _start_two_processes(workdir, config_file)
+  proc.send_signal(signal.SIGTERM)
+  proc.wait(timeout=120)
+  assert proc.returncode == 143
+  _stopped_at_its_checkpoint_and_resumes_exactly(workdir, config_file, two_process_run)
+
+
+def _start_two_processes(workdir, config_file):
+  """The launcher of a two-process run, once the run has logged a few steps."""
   run = RunDir(workdir)
   proc = subprocess.Popen(_cli(workdir, config_file, "--local_processes", "2"),
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
   t0 = time.time()
   while time.time() - t0 < 300 and proc.poll() is None and len(run.read_metrics()) < 6:
     time.sleep(0.02)
-  proc.send_signal(signal.SIGTERM)
-  proc.wait(timeout=120)
-  assert proc.returncode == 143
+  return proc
+
+
+def _stopped_at_its_checkpoint_and_resumes_exactly(workdir, config_file, two_process_run):
+  """The status says preempted, the newest checkpoint is that step (nothing since is lost),
+  and the same command resumes to the uninterrupted run's curve; returns the status."""
+  run = RunDir(workdir)
   status = run.read_status()
   assert status["state"] == "preempted" and status["step"] < STEPS, status
   kept = [int(p.name) for p in run.checkpoint_dir.iterdir() if p.name.isdigit()]
-  assert max(kept) == status["step"]                              # nothing since is lost
+  assert max(kept) == status["step"]
   subprocess.run(_cli(workdir, config_file, "--local_processes", "2"), check=True,
                  capture_output=True)
   assert _curve(workdir) == _curve(two_process_run)
+  return status
 
 
 def _child_with_process_id(launcher_pid, process_id):
@@ -144,22 +158,11 @@ def test_sigterm_to_one_process_stops_all_at_the_same_checkpointed_step(tmp_path
   """Only process 1 sees the signal; its vote rides the step's all-reduce, so process 0 (which
   writes the status) stops at the same step, both checkpoint it, and the run resumes exactly."""
   workdir = tmp_path / "run"
-  run = RunDir(workdir)
-  proc = subprocess.Popen(_cli(workdir, config_file, "--local_processes", "2"),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  t0 = time.time()
-  while time.time() - t0 < 300 and proc.poll() is None and len(run.read_metrics()) < 6:
-    time.sleep(0.02)
+  proc = _start_two_processes(workdir, config_file)
   os.kill(_child_with_process_id(proc.pid, 1), signal.SIGTERM)
   proc.wait(timeout=120)
-  status = run.read_status()
-  assert status["state"] == "preempted" and status["step"] < STEPS, status
+  status = _stopped_at_its_checkpoint_and_resumes_exactly(workdir, config_file, two_process_run)
   assert status["error"] == "stopped by a signal to another process of the job", status
-  kept = [int(p.name) for p in run.checkpoint_dir.iterdir() if p.name.isdigit()]
-  assert max(kept) == status["step"]
-  subprocess.run(_cli(workdir, config_file, "--local_processes", "2"), check=True,
-                 capture_output=True)
-  assert _curve(workdir) == _curve(two_process_run)
 
 
 GLOO_SCRIPT = """
