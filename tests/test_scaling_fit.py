@@ -50,9 +50,11 @@ def test_cli_validate_holds_out_the_largest_model(tmp_path):
   table = write_authors_tsv(tmp_path / "paper.tsv", noise=0.002)
   out = tmp_path / "fit.png"
   r = subprocess.run([sys.executable, "-m", "hybrid_jax.cli", "fit-scaling", str(table),
-                      "--validate", "--out", str(out)], capture_output=True, text=True)
+                      "--validate", "--bootstrap", "0", "--out", str(out)],
+                     capture_output=True, text=True)   # intervals: the bootstrap tests below
   assert r.returncode == 0, r.stderr
   result = json.loads(r.stdout.strip().splitlines()[-1])
+  assert "bootstrap" not in result
   assert result["held_out"]["n"] == max(SIZES) and result["held_out"]["points"] == len(MULTS)
   assert result["train"]["points"] == (len(SIZES) - 1) * len(MULTS)
   assert result["held_out"]["r2"] > 0.9 and result["held_out"]["mae"] < 0.05
