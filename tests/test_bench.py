@@ -4,6 +4,7 @@ within rounds, and says in one line what is missing or wrong."""
 
 import json
 import os
+import re
 import sys
 
 import jax
@@ -161,7 +162,6 @@ def test_donation_aliases_the_whole_state_into_the_output():
 def test_a_failed_worker_is_one_line_that_names_the_file_with_its_whole_output():
   """A native crash ends in a stack trace: the error line keeps the last line and points at
   the whole output, which is kept."""
-  import re
   code = "import sys; print('F0000 Check failed: the cause', file=sys.stderr); " \
          "print('    @ 0x7f PyObject_Vectorcall', file=sys.stderr); sys.exit(1)"
   with pytest.raises(BenchError) as e:
