@@ -77,6 +77,17 @@ def test_run_directory_contract(reference_run):
   assert (reference_run / "curves.png").stat().st_size > 1000
 
 
+def test_the_tensorboard_writer_leaves_torch_unimported(tmp_path):
+  """tensorboardX imports torch when installed (seconds of every run's start); ours does not,
+  and torch stays importable afterwards."""
+  code = ("import sys; from hybrid_jax.train.loop import _summary_writer\n"
+          f"w = _summary_writer({str(tmp_path)!r}, None); w.add_scalar('train/loss', 1.5, 3); w.close()\n"
+          "print('torch' in sys.modules, sys.modules.get('torch', 0) is None)")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
+  assert [p for p in tmp_path.iterdir() if p.name.startswith("events.out.tfevents")]
+
+
 def test_log_spaced_steps_are_dense_early():
   steps = log_spaced_steps(1000, 2)
   assert steps[:6] == [1, 2, 3, 4, 6, 8] and steps[-1] <= 1000
