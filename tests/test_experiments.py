@@ -621,19 +621,21 @@ def smoke_run(tmp_path_factory):
   files are exactly what the trainer, the evaluator and ``analyze trace`` write (~1 min)."""
   import subprocess
   import sys
+
+  from hybrid_jax import cli
   run = tmp_path_factory.mktemp("smoke") / "run"
-  cli = [sys.executable, "-m", "hybrid_jax.cli"]
-  steps = [["train", "--config", str(EXPERIMENTS / "toy_study" / "config.py"), "--workdir", str(run),
-            "--quiet", "--config.model.pattern=SF", "--config.model.window=4",
-            "--config.train.steps=4", "--config.train.warmup_steps=1", "--config.train.batch_size=8",
-            "--config.train.log_every=1", "--config.eval.every=2", "--config.eval.examples=2",
-            "--config.eval.short_rows=2", "--config.checkpoint.every=2"]]
-  steps += [["analyze", "trace", str(run), "--task", "kv_recall", "--length", "64", "--top-k", "4",
-             "--samples", "4", *layers, *beyond] for layers in ([], ["--layers", "F"])
-            for beyond in ([], ["--beyond", "32"])]
-  for args in steps:
-    out = subprocess.run(cli + args, capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr[-800:]
+  train = [sys.executable, "-m", "hybrid_jax.cli", "train",
+           "--config", str(EXPERIMENTS / "toy_study" / "config.py"), "--workdir", str(run),
+           "--quiet", "--config.model.pattern=SF", "--config.model.window=4",
+           "--config.train.steps=4", "--config.train.warmup_steps=1", "--config.train.batch_size=8",
+           "--config.train.log_every=1", "--config.eval.every=2", "--config.eval.examples=2",
+           "--config.eval.short_rows=2", "--config.checkpoint.every=2"]
+  out = subprocess.run(train, capture_output=True, text=True)
+  assert out.returncode == 0, out.stderr[-800:]
+  for layers in ([], ["--layers", "F"]):         # in this process: one start, shared compiles
+    for beyond in ([], ["--beyond", "32"]):
+      assert cli.main(["analyze", "trace", str(run), "--task", "kv_recall", "--length", "64",
+                       "--top-k", "4", "--samples", "4", *layers, *beyond]) == 0
   return run
 
 
@@ -684,12 +686,19 @@ def test_laziness_reports_byte_for_byte_from_real_traces(smoke_run, tmp_path):
       "beyond"] == 32
 
 
-def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_path):
+def test_full_attention_analyses_run_and_report_byte_for_byte(smoke_run, tmp_path, monkeypatch):
   """The runner's own analysis commands (constrain, ablate, probe) on a copy of the smoke
   run, whose outputs then stand for the finding's ten grid points: the stored analysis files
   are the real ones, and --report-only equals the normal mode."""
   import shutil
+
+  from hybrid_jax import cli
   runner = load_runner("full_attention_carries_retrieval")
+
+  def in_this_process(*args, check=True):       # the same commands, six process starts fewer
+    assert cli.main(list(map(str, args))) == 0, args
+    return 0.0
+  monkeypatch.setattr(study, "cli", in_this_process)
   work = tmp_path / "work"
   shutil.copytree(smoke_run, work)
   runner.analyse(next(r for r in study.load_runs(tmp_path) if r.path == work))

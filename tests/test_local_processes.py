@@ -93,16 +93,12 @@ def two_process_run(tmp_path_factory, config_file):
 
 
 @two_cores
-def test_two_local_processes_train_the_run_one_process_trains(one_process_run, two_process_run,
-                                                              tmp_path, config_file):
+def test_two_local_processes_train_the_run_one_process_trains(one_process_run, two_process_run):
   ours, one = _curve(two_process_run), _curve(one_process_run)
   assert [r["step"] for r in ours] == list(range(1, STEPS + 1))
   np.testing.assert_allclose([r["loss"] for r in ours], [r["loss"] for r in one], rtol=2e-4)
   assert RunDir(two_process_run).read_status()["state"] == "done"
-  again = tmp_path / "again"                                     # deterministic
-  subprocess.run(_cli(again, config_file, "--local_processes", "2"), check=True,
-                 capture_output=True)
-  assert _curve(again) == ours
+  # Deterministic: the SIGTERM tests below relaunch the run and get this curve exactly.
 
 
 @two_cores

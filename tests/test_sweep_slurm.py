@@ -48,7 +48,8 @@ def wait_for(predicate, timeout=300):
 
 
 def test_slurm_sweep_with_scancel_and_resubmit(tmp_path):
-  sweep, reference, root = two_seeds_and_their_reference(tmp_path, steps=300)  # scancel lands mid-run
+  steps = 200    # 190 steps and 48 checkpoints after step 8: scancel lands mid-run
+  sweep, reference, root = two_seeds_and_their_reference(tmp_path, steps=steps)
   first = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm")
   assert first.returncode == 0 and first.stdout.count("submitted") == 2, first.stdout + first.stderr
   again = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm")
@@ -60,7 +61,7 @@ def test_slurm_sweep_with_scancel_and_resubmit(tmp_path):
   subprocess.run(["scancel", job0], check=True)
   assert wait_for(lambda: not queued(job0)) and wait_for(lambda: not queued(job_id(root / "seed=1")))
   status0 = json.loads((run0 / "status.json").read_text())
-  assert status0["state"] == "preempted" and 0 < status0["step"] < 300, status0   # SIGTERM -> checkpoint
+  assert status0["state"] == "preempted" and 0 < status0["step"] < steps, status0   # SIGTERM -> checkpoint
   resubmit = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm")
   assert resubmit.returncode == 0 and "submitted seed=0" in resubmit.stdout, resubmit.stdout
   r = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm", "--wait")

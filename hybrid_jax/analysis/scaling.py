@@ -136,18 +136,20 @@ def fit(points: Points, *, formula: str = "no_constant", alpha_bounds=(0.2, 0.3)
 
   def objective(x):
     """Huber loss of the log residuals and its exact gradient (L-BFGS-B then needs no
-    finite differences, which makes the multi-start grid affordable)."""
-    terms = [x[0] - x[1] * log_n, x[2] - x[3] * log_d] + ([np.full_like(log_n, x[4])] if with_e else [])
-    terms = np.stack(terms)
-    log_pred = np.logaddexp.reduce(terms, axis=0)   # (scipy's logsumexp: 3x slower here)
-    r = log_pred - log_y
-    weights = np.exp(terms - log_pred)              # d log_pred / d term
-    g_r = np.clip(r, -delta, delta)                 # d huber / d r
-    grad = [np.sum(g_r * weights[0]), -np.sum(g_r * weights[0] * log_n),
-            np.sum(g_r * weights[1]), -np.sum(g_r * weights[1] * log_d)]
+    finite differences, which makes the multi-start grid affordable). Term by term, not
+    stacked: a third fewer array operations, the same floating point."""
+    a, b = x[0] - x[1] * log_n, x[2] - x[3] * log_d
+    log_pred = np.logaddexp(a, b)                   # (scipy's logsumexp: 3x slower here)
     if with_e:
-      grad.append(np.sum(g_r * weights[2]))
-    return float(np.sum(huber(delta, r))), np.array(grad)
+      e = np.full_like(log_n, x[4])
+      log_pred = np.logaddexp(log_pred, e)
+    r = log_pred - log_y
+    g_r = np.clip(r, -delta, delta)                 # d huber / d r
+    g_a, g_b = g_r * np.exp(a - log_pred), g_r * np.exp(b - log_pred)   # x d log_pred / d term
+    grad = [g_a.sum(), -(g_a * log_n).sum(), g_b.sum(), -(g_b * log_d).sum()]
+    if with_e:
+      grad.append((g_r * np.exp(e - log_pred)).sum())
+    return float(huber(delta, r).sum()), np.array(grad)
 
   bounds = [(None, None), alpha_bounds, (None, None), beta_bounds] + ([(None, None)] if with_e else [])
   grid = itertools.product(np.linspace(0, 20, 4), np.linspace(*alpha_bounds, 3),
