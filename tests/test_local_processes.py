@@ -25,7 +25,7 @@ def get_config():
   c.model.window = 8
   c.data.seq_len, c.data.n_pairs = 48, 4
   c.train.batch_size, c.train.steps, c.train.warmup_steps, c.train.log_every = 4, {STEPS}, 2, 1
-  c.checkpoint.every = 4
+  c.checkpoint.every, c.checkpoint.log_per_octave = 4, 0   # (each two-process save: ~0.5 s)
   return c
 """
 KEYS = ("step", "tokens", "loss", "lr", "grad_norm", "answer_loss", "answer_acc")
@@ -98,18 +98,19 @@ def test_two_local_processes_train_the_run_one_process_trains(one_process_run, t
   assert [r["step"] for r in ours] == list(range(1, STEPS + 1))
   np.testing.assert_allclose([r["loss"] for r in ours], [r["loss"] for r in one], rtol=2e-4)
   assert RunDir(two_process_run).read_status()["state"] == "done"
-  # Deterministic: the SIGTERM tests below relaunch the run and get this curve exactly.
+  # Deterministic: the SIGTERM test below relaunches the run and gets this curve exactly.
 
 
 @two_cores
-def test_sigterm_stops_every_process_at_a_checkpoint_and_resumes_exactly(tmp_path, config_file,
-                                                                         two_process_run):
+def test_sigterm_to_the_launcher_stops_every_process_at_its_checkpoint(tmp_path, config_file):
+  """The launcher forwards the signal: the run stops preempted at a checkpointed step (that
+  the same command then resumes exactly: the next test, whose signal reaches one process)."""
   workdir = tmp_path / "run"
   proc = _start_two_processes(workdir, config_file)
   proc.send_signal(signal.SIGTERM)
   proc.wait(timeout=120)
   assert proc.returncode == 143
-  _stopped_at_its_checkpoint_and_resumes_exactly(workdir, config_file, two_process_run)
+  _stopped_at_its_checkpoint(workdir)
 
 
 def _start_two_processes(workdir, config_file):
@@ -123,14 +124,21 @@ def _start_two_processes(workdir, config_file):
   return proc
 
 
-def _stopped_at_its_checkpoint_and_resumes_exactly(workdir, config_file, two_process_run):
-  """The status says preempted, the newest checkpoint is that step (nothing since is lost),
-  and the same command resumes to the uninterrupted run's curve; returns the status."""
+def _stopped_at_its_checkpoint(workdir) -> dict:
+  """The status says preempted and the newest checkpoint is that step (nothing since is
+  lost); returns the status."""
   run = RunDir(workdir)
   status = run.read_status()
   assert status["state"] == "preempted" and status["step"] < STEPS, status
   kept = [int(p.name) for p in run.checkpoint_dir.iterdir() if p.name.isdigit()]
   assert max(kept) == status["step"]
+  return status
+
+
+def _stopped_at_its_checkpoint_and_resumes_exactly(workdir, config_file, two_process_run):
+  """``_stopped_at_its_checkpoint``, and the same command resumes to the uninterrupted run's
+  curve (every step: those before the signal too); returns the status."""
+  status = _stopped_at_its_checkpoint(workdir)
   subprocess.run(_cli(workdir, config_file, "--local_processes", "2"), check=True,
                  capture_output=True)
   assert _curve(workdir) == _curve(two_process_run)

@@ -169,7 +169,7 @@ def test_plan_finds_the_microbatches_that_fit_and_keeps_the_batch(one_chip, tmp_
   """A batch whose logits alone overflow a v5e chip: plan reports the change that fits."""
   from hybrid_jax.plan.cli import run_plans
   c = tiny_config("SF", steps=10)
-  c.model.vocab_size = 2 ** 20              # f32 logits [64, 64, 2^20]: 17 GiB > 16 GiB
+  c.model.vocab_size = 2 ** 20              # f32 logits [64, 64, 2^20]: 16 GiB, and their gradient
   c.data.seq_len, c.train.batch_size = 64, 64   # (short rows: the scanned step compiles fast)
   c.model.attention_impl = c.model.recurrent_impl = "xla"
   cfg = resolve(c)

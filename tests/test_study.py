@@ -223,3 +223,12 @@ def test_distance_table_intervals_and_not_measured(tmp_path):
   assert M.distance_table({"old": old}, (64,), 32).startswith("Accuracy per distance: not measured")
   assert M.measured(new, M.pooled(64, 32)) and not M.measured(old, M.pooled(64, 32))
   assert M.examples(new, M.pooled(64, 32)) == 64
+
+
+def test_cli_runs_hybrid_jax_in_a_child_and_says_which_command_failed(capfd):
+  """What the runners call for every analysis (their tests run the commands in-process)."""
+  assert study.cli("--help") >= 0
+  assert "usage" in capfd.readouterr().out.lower()
+  with pytest.raises(study.StudyInputError, match=r"hybrid-jax no-such-command failed \(exit 2\)"):
+    study.cli("no-such-command")
+  assert study.cli("no-such-command", check=False) >= 0

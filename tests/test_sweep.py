@@ -151,7 +151,7 @@ def two_seeds_and_their_reference(tmp_path, steps):
       def get_sweep():
         return Sweep(base=tiny(), grid=axis("train.seed", [0, 1]))
       """, steps=steps)
-  reference = tmp_path / "reference"      # (saved only at the end: checkpoints change no loss)
+  reference = tmp_path / "reference"      # (fewer checkpoints: they change no loss)
   assert cli("sweep", "submit", str(sweep), "--root", str(reference),
              f"--config.checkpoint.every={steps}").returncode == 0
   return sweep, reference, tmp_path / "root"
