@@ -8,6 +8,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="hybrid_jax_xla_"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+# The suite compiles hundreds of small programs and runs each a few times: LLVM at -O0 halves
+# the compile time (XLA's HLO passes still run; every tolerance holds). A set XLA_FLAGS wins.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 import pytest  # noqa: E402
 

@@ -97,7 +97,7 @@ def test_kernels_under_a_cpu_mesh_run_per_device_and_match_xla():
       print("OK", seen)
       """)
   env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS="--xla_force_host_platform_device_count=4")
+             XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4")
   run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                        timeout=600)
   assert run.returncode == 0 and "OK" in run.stdout, run.stderr[-3000:]

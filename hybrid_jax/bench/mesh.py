@@ -37,7 +37,7 @@ print(json.dumps(dict(devices=jax.device_count(), mesh=[{data}, {fsdp}], step_s=
 
 def run(devices, data, fsdp, steps):
   env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+             XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}")
   r = subprocess.run([sys.executable, "-c", PROBE.format(data=data, fsdp=fsdp, steps=steps)],
                      capture_output=True, text=True, env=env)
   if r.returncode:
