@@ -1,7 +1,8 @@
 """Hugging Face export checked against the real transformers classes (torch on CPU): logits
 of every exportable pattern within 1e-4 (float32) past the window for a randomly initialised
-model, and of a trained toy run of each transformers class; greedy generation equal to hybrid_jax's own decoding; the
-tokenizer travels with the export; bad input fails in one line before anything is written."""
+model, and of a trained toy run of each transformers class; greedy generation equal to
+hybrid_jax's own decoding; the tokenizer travels with the export; bad input fails in one line
+before anything is written."""
 
 import numpy as np
 import pytest

@@ -14,6 +14,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from hybrid_jax.bench.mesh import host_devices_env
+
 STEPS = 20
 
 PROBE = textwrap.dedent("""
@@ -49,8 +51,7 @@ PROBE = textwrap.dedent("""
 
 
 def probe(workdir, data=-1, fsdp=1, devices=8):
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}")
+  env = host_devices_env(devices)
   code = PROBE.format(tests=os.path.dirname(__file__), steps=STEPS, data=data, fsdp=fsdp,
                       workdir=str(workdir))
   r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -188,7 +189,7 @@ def test_cpu_data_parallel_reduces_the_gradients_in_one_all_reduce(data, fsdp, f
   """XLA:CPU runs one all-reduce per parameter (gloo between processes: ~4 ms each), so a
   pure data-parallel CPU step sums one flat vector of gradients and metrics; FSDP keeps
   XLA's collectives. (That the losses equal one device's: the tests above.)"""
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2")
+  env = host_devices_env(2)
   code = COLLECTIVES.format(tests=os.path.dirname(__file__), data=data, fsdp=fsdp)
   r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                      timeout=600)

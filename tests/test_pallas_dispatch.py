@@ -3,7 +3,6 @@ compiler: the target comes from ``compile_for``, then the mesh in context, then 
 the batch axes a kernel call is split over; and a kernel under a multi-device CPU mesh runs
 per device and still matches the XLA path."""
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -96,8 +95,8 @@ def test_kernels_under_a_cpu_mesh_run_per_device_and_match_xla():
       assert seen and all(s[0] == 1 for s in seen), seen
       print("OK", seen)
       """)
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4")
+  from hybrid_jax.bench.mesh import host_devices_env
+  env = host_devices_env(4)
   run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                        timeout=600)
   assert run.returncode == 0 and "OK" in run.stdout, run.stderr[-3000:]

@@ -1,6 +1,7 @@
 """Training: determinism, exact resume after SIGKILL / SIGTERM, the run-dir contract,
 and refusal to mix runs or touch results on bad input."""
 
+import importlib.util
 import json
 import os
 import random
@@ -84,7 +85,6 @@ def test_the_tensorboard_writer_leaves_torch_unimported(tmp_path):
           f"w = _summary_writer({str(tmp_path)!r}, None); w.add_scalar('train/loss', 1.5, 3); w.close()\n"
           "import importlib.util; print('torch' in sys.modules, importlib.util.find_spec('torch') is not None)")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-  import importlib.util
   installed = importlib.util.find_spec("torch") is not None
   assert out.stdout.split() == ["False", str(installed)], out.stdout + out.stderr
   assert [p for p in tmp_path.iterdir() if p.name.startswith("events.out.tfevents")]

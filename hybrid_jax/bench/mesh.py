@@ -35,9 +35,15 @@ print(json.dumps(dict(devices=jax.device_count(), mesh=[{data}, {fsdp}], step_s=
 """
 
 
+def host_devices_env(devices: int) -> dict:
+  """This environment for a child JAX process on ``devices`` forced CPU devices, keeping any
+  XLA_FLAGS already set."""
+  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+  return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags.strip())
+
+
 def run(devices, data, fsdp, steps):
-  env = dict(os.environ, JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}")
+  env = host_devices_env(devices)
   r = subprocess.run([sys.executable, "-c", PROBE.format(data=data, fsdp=fsdp, steps=steps)],
                      capture_output=True, text=True, env=env)
   if r.returncode:
