@@ -3,6 +3,7 @@
 import functools
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -104,18 +105,22 @@ def test_api_rejects_bad_gqa():
     (100, 70, 32, 4, 2),   # block by block (few blocks of >= 32 rows), ragged last block
     (37, 64, 16, 6, 3),    # full causal, ragged T
 ])
-@pytest.mark.parametrize("rows", [1, 2, 4, None])   # rows per loop step; None: whole batch
-def test_row_loop_agrees_with_dense(t, window, block, h, kv, rows, monkeypatch):
+@pytest.mark.parametrize("rows,keep", [   # rows per loop step (None: whole batch); keep: the
+    (1, False), (2, False), (4, False),    # forward's probabilities for the backward (only
+    (None, False), (None, True), (2, True)])  # without a loop: ignored by the loop)
+def test_row_loop_agrees_with_dense(t, window, block, h, kv, rows, keep, monkeypatch):
   """The CPU path's loop over (example, kv head) rows, one, two (kv heads of one example or
-  one of each of two) or four rows a step, and the whole batch at once, compute what the
-  dense reference computes, forward and gradients, under the loop's own custom VJP."""
+  one of each of two) or four rows a step, and the whole batch at once, recomputing the
+  probabilities in the backward or keeping them from the forward, compute what the dense
+  reference computes, forward and gradients, under the loop's own custom VJP."""
   b = 4
   monkeypatch.setattr(xla, "_rows_per_step",
                       lambda per_row, scores, b, n_kv, head_dim: rows or b * n_kv)
   q, k, v = _qkv(b, t, h, kv, 8, seed=4)
   w = jax.random.normal(jax.random.PRNGKey(5), (b, t, h, 8))
   fns = {"dense": lambda q, k, v: reference.sliding_window_attention(q, k, v, window=window),
-         "xla": functools.partial(xla.sliding_window_attention, window=window, block_size=block)}
+         "xla": functools.partial(xla.sliding_window_attention, window=window, block_size=block,
+                                  keep=keep)}
   results = {name: jax.jit(jax.value_and_grad(lambda q, k, v, f=f: jnp.sum(f(q, k, v) * w),
                                               argnums=(0, 1, 2)))(q, k, v)
              for name, f in fns.items()}
@@ -123,6 +128,36 @@ def test_row_loop_agrees_with_dense(t, window, block, h, kv, rows, monkeypatch):
   np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-4)   # a sum of ~5K terms
   for g, g_want in zip(grads, want_grads):
     np.testing.assert_allclose(g, g_want, rtol=1e-4, atol=1e-5)
+
+
+def test_kept_probabilities_replace_the_backward_recomputation():
+  """With ``keep`` the backward reads the forward's probabilities: its gradient program has
+  one exp per query block (the forward's) where the flash-style one has two, and one score
+  matmul fewer; the gradients are those of the recomputing backward."""
+  q, k, v = _qkv(2, 64, 4, 2, 8)
+  def grad_fn(keep):
+    f = functools.partial(xla.sliding_window_attention, window=64, block_size=16, per_row=False,
+                          keep=keep)
+    return jax.grad(lambda q, k, v: jnp.sum(f(q, k, v) ** 2), argnums=(0, 1, 2))
+  def eqns(jaxpr):                               # every equation, nested jaxprs included
+    return [x for e in jaxpr.eqns for x in [e] + [y for sub in
+            jax.extend.core.jaxprs_in_params(e.params) for y in eqns(sub)]]
+  def count(keep, name):
+    return sum(e.primitive.name == name for e in eqns(jax.make_jaxpr(grad_fn(keep))(q, k, v).jaxpr))
+  assert (count(True, "exp"), count(False, "exp")) == (4, 8)          # 4 query blocks
+  assert count(False, "dot_general") - count(True, "dot_general") == 4
+  for kept, recomputed in zip(jax.jit(grad_fn(True))(q, k, v), jax.jit(grad_fn(False))(q, k, v)):
+    np.testing.assert_allclose(kept, recomputed, rtol=1e-5, atol=1e-6)
+
+
+def test_probabilities_are_kept_only_on_cpu_and_within_the_byte_cap():
+  from pallas_kernels import dispatch
+  cap = xla.KEEP_MAX_BYTES // 4                  # score elements
+  assert xla._keeps(None, cap) and not xla._keeps(None, cap + 1)
+  for platform in ("gpu", "tpu"):
+    with dispatch.compile_for(platform):
+      assert not xla._keeps(None, 16)
+  assert xla._keeps(True, 4 * cap) and not xla._keeps(False, 16)
 
 
 @pytest.mark.parametrize("scores,per_row,cores,head_dim,rows", [

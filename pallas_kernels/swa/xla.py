@@ -29,9 +29,11 @@ def default_block_size(t: int, window: int) -> int:
   return max(1, min(block, 256, t))
 
 
-def _attend_forward(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale):
+def _attend_forward(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale, keep=False):
   """Masked softmax attention over leading batch axes: q [..., Q, G, D], k/v [..., L, D],
-  mask [..., Q, L]. Returns the float32 output and the row log-sum-exp [..., Q, G]."""
+  mask [..., Q, L]. Returns the float32 output and the row log-sum-exp [..., Q, G]; with
+  ``keep``, also the unnormalised probabilities and the rows' 1 / sum (for
+  ``_attend_backward_kept``)."""
   s = jnp.einsum("...qgd,...ld->...qgl", q_QxGxD, k_LxD, preferred_element_type=jnp.float32)
   s = jnp.where(mask_QxL[..., :, None, :], s * scale, -jnp.inf)
   m = jnp.max(s, axis=-1, keepdims=True)
@@ -40,7 +42,8 @@ def _attend_forward(q_QxGxD, k_LxD, v_LxD, mask_QxL, scale):
   l = jnp.maximum(jnp.sum(p, axis=-1, keepdims=True), 1e-30)
   o = jnp.einsum("...qgl,...ld->...qgd", p.astype(v_LxD.dtype), v_LxD,
                  preferred_element_type=jnp.float32) / l
-  return o, (m + jnp.log(l))[..., 0]
+  lse = (m + jnp.log(l))[..., 0]
+  return (o, lse, (p, 1.0 / l)) if keep else (o, lse)
 
 
 def _attend_backward(q, k, v, mask, o, lse, do, scale):
@@ -57,6 +60,21 @@ def _attend_backward(q, k, v, mask, o, lse, do, scale):
   dv = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", do, p), -1, -2)
   dp = jnp.einsum("...qgd,...ld->...qgl", do, v.astype(jnp.float32))
   ds = p * (dp - jnp.sum(do * o, axis=-1, keepdims=True)) * scale
+  dq = jnp.einsum("...qgl,...ld->...qgd", ds, k.astype(jnp.float32))
+  dk = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", q.astype(jnp.float32), ds), -1, -2)
+  return dq, dk, dv
+
+
+def _attend_backward_kept(q, k, v, p, inv_l, o, do, scale):
+  """``_attend_backward`` from the forward's kept probabilities ``p`` [..., Q, G, L]
+  (unnormalised) and rows' ``inv_l`` [..., Q, G, 1]: no recomputed scores and no exp, the
+  two score-sized passes the flash-style backward spends to save memory. The softmax is
+  P = p * inv_l; inv_l is folded into dO for dV and into the scale for dS, so P itself is
+  never formed."""
+  do, o = do.astype(jnp.float32), o.astype(jnp.float32)
+  dv = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", do * inv_l, p), -1, -2)
+  dp = jnp.einsum("...qgd,...ld->...qgl", do, v.astype(jnp.float32))
+  ds = p * (dp - jnp.sum(do * o, axis=-1, keepdims=True)) * (inv_l * scale)
   dq = jnp.einsum("...qgl,...ld->...qgd", ds, k.astype(jnp.float32))
   dk = jnp.swapaxes(jnp.einsum("...qgd,...qgl->...dl", q.astype(jnp.float32), ds), -1, -2)
   return dq, dk, dv
@@ -90,22 +108,28 @@ def _block_mask(start, end, lo, window):
   return (kpos <= qpos) & (kpos > qpos - window)
 
 
-def _banded_forward(q, k, v, *, window, scale, c):
+def _banded_forward(q, k, v, *, window, scale, c, keep=False):
   """Query block by query block (unrolled: at most 16 blocks for full attention), each
-  against the key blocks of its band only: no work above the diagonal or below the band."""
+  against the key blocks of its band only: no work above the diagonal or below the band.
+  ``keep``: also returns each block's probabilities (``_attend_forward``), a list."""
   blocks = [_attend_forward(q[:, start:end], k[:, lo:end], v[:, lo:end],
-                            _block_mask(start, end, lo, window), scale)
+                            _block_mask(start, end, lo, window), scale, keep)
             for start, end, lo in _band_blocks(q.shape[1], c, window)]
-  return tuple(jnp.concatenate(parts, axis=1) for parts in zip(*blocks))
+  o, lse = (jnp.concatenate([b[i] for b in blocks], axis=1) for i in (0, 1))
+  return (o, lse, [b[2] for b in blocks]) if keep else (o, lse)
 
 
-def _banded_backward(q, k, v, o, lse, do, *, window, scale, c):
+def _banded_backward(q, k, v, o, lse, do, *, window, scale, c, kept=None):
   t = q.shape[1]
   dq_blocks, dk_parts, dv_parts = [], collections.defaultdict(list), collections.defaultdict(list)
-  for start, end, lo in _band_blocks(t, c, window):
-    dq, dk, dv = _attend_backward(q[:, start:end], k[:, lo:end], v[:, lo:end],
-                                  _block_mask(start, end, lo, window), o[:, start:end],
-                                  lse[:, start:end], do[:, start:end], scale)
+  for i, (start, end, lo) in enumerate(_band_blocks(t, c, window)):
+    rows = (q[:, start:end], k[:, lo:end], v[:, lo:end])
+    if kept is None:
+      dq, dk, dv = _attend_backward(*rows, _block_mask(start, end, lo, window), o[:, start:end],
+                                    lse[:, start:end], do[:, start:end], scale)
+    else:
+      dq, dk, dv = _attend_backward_kept(*rows, *kept[i], o[:, start:end], do[:, start:end],
+                                         scale)
     dq_blocks.append(dq)
     for key_start in range(lo, end, c):      # key block's share of this query block's dk
       dk_parts[key_start].append(dk[:, key_start - lo:key_start - lo + c])
@@ -157,22 +181,26 @@ def _unblocked(x_ExNxCx___, t):
   return x_ExNxCx___.reshape((e, n * c) + x_ExNxCx___.shape[3:])[:, :t]
 
 
-def _strip_forward(q, k, v, *, window, scale, c):
+def _strip_forward(q, k, v, *, window, scale, c, keep=False):
   """All query blocks at once, each against its strip of keys: two batched einsums, so the
-  program stays the same size at any T."""
+  program stays the same size at any T. ``keep``: also the probabilities."""
   t = q.shape[1]
-  o, lse = _attend_forward(_blocked_q(q, c), *_strips(k, v, window, c),
-                           _strip_mask(t, window, c), scale)
-  return _unblocked(o, t), _unblocked(lse, t)
+  out = _attend_forward(_blocked_q(q, c), *_strips(k, v, window, c),
+                        _strip_mask(t, window, c), scale, keep)
+  return (_unblocked(out[0], t), _unblocked(out[1], t)) + tuple(out[2:])
 
 
-def _strip_backward(q, k, v, o, lse, do, *, window, scale, c):
+def _strip_backward(q, k, v, o, lse, do, *, window, scale, c, kept=None):
   t = q.shape[1]
   strips, pull_back = jax.vjp(lambda k, v: _strips(k, v, window, c), k.astype(jnp.float32),
                               v.astype(jnp.float32))
-  dq, dk_strip, dv_strip = _attend_backward(
-      _blocked_q(q, c), *strips, _strip_mask(t, window, c), _blocked_q(o, c),
-      _blocked_q(lse, c), _blocked_q(do, c), scale)
+  if kept is None:
+    dq, dk_strip, dv_strip = _attend_backward(
+        _blocked_q(q, c), *strips, _strip_mask(t, window, c), _blocked_q(o, c),
+        _blocked_q(lse, c), _blocked_q(do, c), scale)
+  else:
+    dq, dk_strip, dv_strip = _attend_backward_kept(
+        _blocked_q(q, c), *strips, *kept, _blocked_q(o, c), _blocked_q(do, c), scale)
   return (_unblocked(dq, t), *pull_back((dk_strip, dv_strip)))
 
 
@@ -196,6 +224,20 @@ ROW_SCORE_BYTES = 2 ** 20                         # 1 MB: rows per loop step, up
 MULTICORE_ROWS_MAX_HEAD_DIM = 32                  # on several cores, the loop only up to this
 
 
+# Whole-batch calls on CPU keep the forward's probabilities for the backward up to this many
+# bytes (float32, per call), instead of the flash-style recomputation (one score matmul and
+# one exp fewer, for one score-sized write and read). Memory is what a CPU has; on GPU and
+# TPU the XLA path is a baseline for the kernels, which recompute, and keeps their memory.
+KEEP_MAX_BYTES = 2 ** 26                          # 64 MB: d256 at T 512, B 8 keeps 21 MB
+
+
+def _keeps(keep, scores):
+  """Whether a call keeps its probabilities (``keep=None``: by KEEP_MAX_BYTES, CPU only)."""
+  if keep is None:
+    keep = dispatch.target_platform() == "cpu" and 4 * scores <= KEEP_MAX_BYTES
+  return keep
+
+
 def _rows_per_step(per_row, scores, b, n_kv, head_dim):
   """How many (example, kv head) rows one loop step takes (b * n_kv: the whole batch, no
   loop). ``per_row=None``: rows on a one-device CPU target (``dispatch.one_cpu_device``) once
@@ -213,7 +255,7 @@ def _rows_per_step(per_row, scores, b, n_kv, head_dim):
   return min(b * n_kv, max(1, int(ROW_SCORE_BYTES // max(4 * scores / (b * n_kv), 1))))
 
 
-def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
+def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, keep=False):
   """``forward`` / ``backward`` (a row function pair above) over the batch, ``rows`` (example,
   kv head) rows per loop step (all of them: no loop), under one custom VJP: the backward is
   one loop over the rows too, and keeps only q, k, v, the output and the row log-sum-exp.
@@ -224,7 +266,10 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
 
   The whole batch is regrouped kv-head-major ([B * K, T, ...]) for one call of the row
   functions; a loop step's few kv heads are called one by one on static slices instead
-  (regrouping inside the loop made toy full attention 1.4x slower)."""
+  (regrouping inside the loop made toy full attention 1.4x slower).
+
+  ``keep`` (whole batch only): the forward keeps its probabilities for the backward
+  (``_attend_backward_kept``) instead of the backward recomputing them."""
   b, t, h, d = q_BxTxHxD.shape
   n_kv = k_BxTxKxD.shape[2]
   g = h // n_kv
@@ -262,12 +307,15 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
   def loop(body, init):
     return body(0, init) if n_steps == 1 else jax.lax.fori_loop(0, n_steps, body, init)
 
-  def forward_loop(q, k, v):
+  keep = keep and n_steps == 1        # a loop's rows would need their own buffers
+
+  def forward_loop(q, k, v, keep=False):
+    """(o, lse), and with ``keep`` the one call's kept probabilities (no loop then)."""
     def body(step, carry):
-      outs = [forward(*row)
+      outs = [forward(*row, **({"keep": True} if keep else {}))
               for row in zip(take(q, step, g), take_kv(k, step), take_kv(v, step))]
-      return (put(carry[0], [o for o, _ in outs], step, g),
-              put(carry[1], [lse for _, lse in outs], step, g))
+      return (put(carry[0], [out[0] for out in outs], step, g),
+              put(carry[1], [out[1] for out in outs], step, g)) + tuple(outs[0][2:])
     return loop(body, (jnp.zeros_like(q), jnp.zeros((b, t, h), jnp.float32)))
 
   @jax.custom_vjp
@@ -275,13 +323,13 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
     return forward_loop(q, k, v)[0]
 
   def attend_fwd(q, k, v):
-    o, lse = forward_loop(q, k, v)
-    return o, (q, k, v, o, lse)
+    o, lse, *kept = forward_loop(q, k, v, keep)
+    return o, (q, k, v, o, lse, kept)
 
   def attend_bwd(res, do):
-    q, k, v, o, lse = res
+    q, k, v, o, lse, kept = res
     def body(step, carry):
-      grads = [backward(*row) for row in zip(
+      grads = [backward(*row, **({"kept": kept[0]} if kept else {})) for row in zip(
           take(q, step, g), take_kv(k, step), take_kv(v, step), take(o, step, g),
           take(lse, step, g), take(do, step, g))]
       return (put(carry[0], [dq for dq, _, _ in grads], step, g),
@@ -294,36 +342,42 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD):
 
 
 def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
-                          block_size: int | None = None, per_row: bool | None = None):
+                          block_size: int | None = None, per_row: bool | None = None,
+                          keep: bool | None = None):
   """Causal attention (the w >= T case) with causal block skipping: query block n attends
   only to the keys of blocks 0..n, so no work is spent above the diagonal. ``per_row``:
-  rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s rule (None)."""
+  rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s rule (None).
+  ``keep``: the backward reads the forward's probabilities (whole batch only; None:
+  ``_keeps``' rule)."""
   b, t, h, d = q_BxTxHxD.shape
   scale = d ** -0.5 if scale is None else scale
   c = block_size or causal_block_size(t, d)
   keys_per_query = sum((end - lo) * (end - start) for start, end, lo in _band_blocks(t, c, t)) / t
-  rows = _rows_per_step(per_row, b * h * t * keys_per_query, b, k_BxTxKxD.shape[2], d)
+  scores = b * h * t * keys_per_query
+  rows = _rows_per_step(per_row, scores, b, k_BxTxKxD.shape[2], d)
   fns = [functools.partial(f, window=t, scale=scale, c=c)
          for f in (_banded_forward, _banded_backward)]
-  return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
+  return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, _keeps(keep, scores))
 
 
 def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, scale=None,
-                             block_size: int | None = None, per_row: bool | None = None):
+                             block_size: int | None = None, per_row: bool | None = None,
+                             keep: bool | None = None):
   """Causal attention where query i sees keys i - window < j <= i; GQA supported.
   ``per_row``: rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s
-  rule (None: rows on a one-device CPU once the scores outgrow the cache)."""
+  rule (None: rows on a one-device CPU once the scores outgrow the cache). ``keep``: as in
+  ``full_causal_attention``."""
   b, t, h, d = q_BxTxHxD.shape
   scale = d ** -0.5 if scale is None else scale
   if window >= t:
     return full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, scale=scale,
-                                 block_size=block_size, per_row=per_row)
+                                 block_size=block_size, per_row=per_row, keep=keep)
   c = block_size or default_block_size(t, window)
   strip = (math.ceil((window - 1) / c) + 1) * c              # keys a query block scores
-  rows = _rows_per_step(per_row, b * h * math.ceil(t / c) * c * strip, b,
-                        k_BxTxKxD.shape[2], d)
+  scores = b * h * math.ceil(t / c) * c * strip
+  rows = _rows_per_step(per_row, scores, b, k_BxTxKxD.shape[2], d)
   banded = (dispatch.target_platform() == "cpu" and c >= BANDED_MIN_BLOCK
             and math.ceil(t / c) <= BANDED_MAX_BLOCKS)
   pair = (_banded_forward, _banded_backward) if banded else (_strip_forward, _strip_backward)
   fns = [functools.partial(f, window=window, scale=scale, c=c) for f in pair]
-  return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD)
+  return _by_rows(*fns, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, _keeps(keep, scores))
