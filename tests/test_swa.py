@@ -106,8 +106,8 @@ def test_api_rejects_bad_gqa():
     (37, 64, 16, 6, 3),    # full causal, ragged T
 ])
 @pytest.mark.parametrize("rows,keep", [   # rows per loop step (None: whole batch); keep: the
-    (1, False), (2, False), (4, False),    # forward's probabilities for the backward (only
-    (None, False), (None, True), (2, True)])  # without a loop: ignored by the loop)
+    (1, False), (2, False), (4, False),    # forward's probabilities for the backward (a loop
+    (None, False), (None, True), (2, True)])  # stacks its steps')
 def test_row_loop_agrees_with_dense(t, window, block, h, kv, rows, keep, monkeypatch):
   """The CPU path's loop over (example, kv head) rows, one, two (kv heads of one example or
   one of each of two) or four rows a step, and the whole batch at once, recomputing the

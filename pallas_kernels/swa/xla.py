@@ -224,8 +224,8 @@ ROW_SCORE_BYTES = 2 ** 20                         # 1 MB: rows per loop step, up
 MULTICORE_ROWS_MAX_HEAD_DIM = 32                  # on several cores, the loop only up to this
 
 
-# Whole-batch calls on CPU keep the forward's probabilities for the backward up to this many
-# bytes (float32, per call), instead of the flash-style recomputation (one score matmul and
+# On CPU the forward keeps its probabilities for the backward up to this many bytes (float32,
+# per call; a row loop stacks its steps'), instead of the flash-style recomputation (one score matmul and
 # one exp fewer, for one score-sized write and read). Memory is what a CPU has; on GPU and
 # TPU the XLA path is a baseline for the kernels, which recompute, and keeps their memory.
 KEEP_MAX_BYTES = 2 ** 26                          # 64 MB: d256 at T 512, B 8 keeps 21 MB
@@ -268,8 +268,8 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, keep=Fals
   functions; a loop step's few kv heads are called one by one on static slices instead
   (regrouping inside the loop made toy full attention 1.4x slower).
 
-  ``keep`` (whole batch only): the forward keeps its probabilities for the backward
-  (``_attend_backward_kept``) instead of the backward recomputing them."""
+  ``keep``: the forward keeps its probabilities for the backward (``_attend_backward_kept``;
+  a loop stacks its steps' in one buffer) instead of the backward recomputing them."""
   b, t, h, d = q_BxTxHxD.shape
   n_kv = k_BxTxKxD.shape[2]
   g = h // n_kv
@@ -307,16 +307,26 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, keep=Fals
   def loop(body, init):
     return body(0, init) if n_steps == 1 else jax.lax.fori_loop(0, n_steps, body, init)
 
-  keep = keep and n_steps == 1        # a loop's rows would need their own buffers
-
   def forward_loop(q, k, v, keep=False):
-    """(o, lse), and with ``keep`` the one call's kept probabilities (no loop then)."""
-    def body(step, carry):
-      outs = [forward(*row, **({"keep": True} if keep else {}))
+    """(o, lse), and with ``keep`` the calls' kept probabilities: a list, one entry per call
+    of a loop step, each leaf stacked over the loop steps (as is without a loop)."""
+    def calls(step, q, k, v):
+      return [forward(*row, **({"keep": True} if keep else {}))
               for row in zip(take(q, step, g), take_kv(k, step), take_kv(v, step))]
-      return (put(carry[0], [out[0] for out in outs], step, g),
-              put(carry[1], [out[1] for out in outs], step, g)) + tuple(outs[0][2:])
-    return loop(body, (jnp.zeros_like(q), jnp.zeros((b, t, h), jnp.float32)))
+    def body(step, carry):
+      outs = calls(step, q, k, v)
+      o_lse = (put(carry[0], [out[0] for out in outs], step, g),
+               put(carry[1], [out[1] for out in outs], step, g))
+      if not keep:
+        return o_lse
+      kept = [out[2] for out in outs]
+      return o_lse + ((kept if n_steps == 1 else
+                       jax.tree.map(lambda buf, x: buf.at[step].set(x), carry[2], kept)),)
+    init = (jnp.zeros_like(q), jnp.zeros((b, t, h), jnp.float32))
+    if keep and n_steps > 1:
+      one = jax.eval_shape(lambda *a: [out[2] for out in calls(0, *a)], q, k, v)
+      init += (jax.tree.map(lambda x: jnp.zeros((n_steps,) + x.shape, x.dtype), one),)
+    return loop(body, init)
 
   @jax.custom_vjp
   def attend(q, k, v):
@@ -329,9 +339,11 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, keep=Fals
   def attend_bwd(res, do):
     q, k, v, o, lse, kept = res
     def body(step, carry):
-      grads = [backward(*row, **({"kept": kept[0]} if kept else {})) for row in zip(
-          take(q, step, g), take_kv(k, step), take_kv(v, step), take(o, step, g),
-          take(lse, step, g), take(do, step, g))]
+      rows = list(zip(take(q, step, g), take_kv(k, step), take_kv(v, step), take(o, step, g),
+                      take(lse, step, g), take(do, step, g)))
+      kws = ([{}] * len(rows) if not kept else [{"kept": x} for x in kept[0]] if n_steps == 1
+             else [{"kept": jax.tree.map(lambda buf: buf[step], x)} for x in kept[0]])
+      grads = [backward(*row, **kw) for row, kw in zip(rows, kws)]
       return (put(carry[0], [dq for dq, _, _ in grads], step, g),
               put_kv(carry[1], [dk for _, dk, _ in grads], step),
               put_kv(carry[2], [dv for _, _, dv in grads], step))
@@ -347,7 +359,7 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   """Causal attention (the w >= T case) with causal block skipping: query block n attends
   only to the keys of blocks 0..n, so no work is spent above the diagonal. ``per_row``:
   rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s rule (None).
-  ``keep``: the backward reads the forward's probabilities (whole batch only; None:
+  ``keep``: the backward reads the forward's probabilities (None:
   ``_keeps``' rule)."""
   b, t, h, d = q_BxTxHxD.shape
   scale = d ** -0.5 if scale is None else scale
