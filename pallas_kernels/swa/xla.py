@@ -6,7 +6,8 @@ attention); no T x T matrix is ever formed. Two forms of the same arithmetic: bl
 block (an unrolled loop over query blocks, each against its slice of keys) and, for many
 small SWA blocks, all blocks at once against key strips gathered per block (two batched
 einsums). The backward is written by hand (flash-style), under one custom VJP around the
-loop over (example, kv head) rows that the CPU path runs once the scores outgrow the cache.
+loop over (example, kv head) rows that the CPU path runs once the scores outgrow the cache;
+on CPU it reads the forward's probabilities instead of recomputing them (``KEEP_MAX_BYTES``).
 """
 
 import collections
@@ -225,9 +226,10 @@ MULTICORE_ROWS_MAX_HEAD_DIM = 32                  # on several cores, the loop o
 
 
 # On CPU the forward keeps its probabilities for the backward up to this many bytes (float32,
-# per call; a row loop stacks its steps'), instead of the flash-style recomputation (one score matmul and
-# one exp fewer, for one score-sized write and read). Memory is what a CPU has; on GPU and
-# TPU the XLA path is a baseline for the kernels, which recompute, and keeps their memory.
+# per call; a row loop stacks its steps'), instead of the flash-style recomputation: one
+# score matmul and one exp fewer, for one score-sized write and read. Memory is what a CPU
+# has; on GPU and TPU the XLA path is a baseline for the kernels, which recompute, and keeps
+# their memory.
 KEEP_MAX_BYTES = 2 ** 26                          # 64 MB: d256 at T 512, B 8 keeps 21 MB
 
 
@@ -258,7 +260,8 @@ def _rows_per_step(per_row, scores, b, n_kv, head_dim):
 def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, keep=False):
   """``forward`` / ``backward`` (a row function pair above) over the batch, ``rows`` (example,
   kv head) rows per loop step (all of them: no loop), under one custom VJP: the backward is
-  one loop over the rows too, and keeps only q, k, v, the output and the row log-sum-exp.
+  one loop over the rows too, and keeps only q, k, v, the output and the row log-sum-exp
+  (and with ``keep`` the probabilities).
   Differentiating through the loop instead (``jax.lax.map``, the path before this one) stacked
   every row's residuals (the key strips, 3x the keys at d256) and zero-filled and transposed
   them (measured against that path in one process, figures in issue 19's notes: the d256 op
@@ -359,8 +362,7 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   """Causal attention (the w >= T case) with causal block skipping: query block n attends
   only to the keys of blocks 0..n, so no work is spent above the diagonal. ``per_row``:
   rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s rule (None).
-  ``keep``: the backward reads the forward's probabilities (None:
-  ``_keeps``' rule)."""
+  ``keep``: the backward reads the forward's probabilities (None: ``_keeps``' rule)."""
   b, t, h, d = q_BxTxHxD.shape
   scale = d ** -0.5 if scale is None else scale
   c = block_size or causal_block_size(t, d)
