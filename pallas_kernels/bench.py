@@ -267,6 +267,14 @@ def cpu_rows_report(rounds: int = 7, reps: int = 3) -> list[dict]:
                            rounds, reps)
 
 
+def cpu_keep_report(rounds: int = 7, reps: int = 3) -> list[dict]:
+  """The backward reading the forward's kept probabilities (``swa.xla`` ``keep``) against
+  recomputing them (flash-style), row-by-row policy as by default."""
+  return _cpu_attention_ab(lambda t, window, d: {"kept": dict(keep=True),
+                                                 "recomputed": dict(keep=False)},
+                           rounds, reps)
+
+
 def cpu_blocks_report(rounds: int = 7, reps: int = 3) -> list[dict]:
   """The default query block (``swa.xla.default_block_size`` / ``causal_block_size``)
   against half and twice it, row-by-row policy as by default."""
@@ -309,9 +317,14 @@ def main(argv=None):
   p.add_argument("--cpu-blocks", action="store_true",
                  help="instead: the CPU attention path's default query block against half and "
                       "twice it, fwd+bwd at the toy family's shapes (pin to one core)")
+  p.add_argument("--cpu-keep", action="store_true",
+                 help="instead: the CPU attention path's backward from kept probabilities "
+                      "against recomputed ones, fwd+bwd at the toy family's shapes")
   args = p.parse_args(argv)
-  if args.cpu_rows or args.cpu_blocks:
-    rows = (cpu_rows_report if args.cpu_rows else cpu_blocks_report)(reps=args.reps)
+  if args.cpu_rows or args.cpu_blocks or args.cpu_keep:
+    report = (cpu_rows_report if args.cpu_rows else cpu_blocks_report if args.cpu_blocks
+              else cpu_keep_report)
+    rows = report(reps=args.reps)
     if args.json:
       with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)

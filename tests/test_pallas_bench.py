@@ -43,6 +43,15 @@ def test_cpu_rows_bench_times_both_paths_per_shape(capsys, monkeypatch):
     assert f"{r['shape']:9s} B2 T24" in out
 
 
+def test_cpu_keep_bench_times_kept_against_recomputed_probabilities(capsys, monkeypatch):
+  monkeypatch.setattr(bench, "CPU_ROW_SHAPES", {"tiny F": (2, 24, 2, 1, 8, 24)})
+  rows = bench.main(["--cpu-keep", "--reps", "1"])
+  assert list(rows[0]["ms"]) == ["kept", "recomputed"] and min(rows[0]["ms"].values()) > 0
+  median, low, high = rows[0]["speedup_over_recomputed"]
+  assert low <= median <= high
+  assert "kept over recomputed" in capsys.readouterr().out
+
+
 def test_cpu_blocks_bench_times_the_default_block_against_half_and_twice(capsys, monkeypatch):
   """SWA w8: default 16 rows, timed beside 8 and 32; causal T24: default 64 rows (one
   block), and 32 beside it (twice it exceeds T)."""
