@@ -186,9 +186,9 @@ def _strip_forward(q, k, v, *, window, scale, c, keep=False):
   """All query blocks at once, each against its strip of keys: two batched einsums, so the
   program stays the same size at any T. ``keep``: also the probabilities."""
   t = q.shape[1]
-  out = _attend_forward(_blocked_q(q, c), *_strips(k, v, window, c),
-                        _strip_mask(t, window, c), scale, keep)
-  return (_unblocked(out[0], t), _unblocked(out[1], t)) + tuple(out[2:])
+  o, lse, *kept = _attend_forward(_blocked_q(q, c), *_strips(k, v, window, c),
+                                  _strip_mask(t, window, c), scale, keep)
+  return (_unblocked(o, t), _unblocked(lse, t), *kept)
 
 
 def _strip_backward(q, k, v, o, lse, do, *, window, scale, c, kept=None):
@@ -312,7 +312,7 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, keep=Fals
 
   def forward_loop(q, k, v, keep=False):
     """(o, lse), and with ``keep`` the calls' kept probabilities: a list, one entry per call
-    of a loop step, each leaf stacked over the loop steps (as is without a loop)."""
+    of a loop step, each leaf stacked over the loop steps (a leading axis of 1 without one)."""
     def calls(step, q, k, v):
       return [forward(*row, **({"keep": True} if keep else {}))
               for row in zip(take(q, step, g), take_kv(k, step), take_kv(v, step))]
@@ -323,7 +323,7 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, keep=Fals
       if not keep:
         return o_lse
       kept = [out[2] for out in outs]
-      return o_lse + ((kept if n_steps == 1 else
+      return o_lse + ((jax.tree.map(lambda x: x[None], kept) if n_steps == 1 else
                        jax.tree.map(lambda buf, x: buf.at[step].set(x), carry[2], kept)),)
     init = (jnp.zeros_like(q), jnp.zeros((b, t, h), jnp.float32))
     if keep and n_steps > 1:
@@ -344,8 +344,8 @@ def _by_rows(forward, backward, rows, q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, keep=Fals
     def body(step, carry):
       rows = list(zip(take(q, step, g), take_kv(k, step), take_kv(v, step), take(o, step, g),
                       take(lse, step, g), take(do, step, g)))
-      kws = ([{}] * len(rows) if not kept else [{"kept": x} for x in kept[0]] if n_steps == 1
-             else [{"kept": jax.tree.map(lambda buf: buf[step], x)} for x in kept[0]])
+      kws = ([{"kept": jax.tree.map(lambda buf: buf[step], x)} for x in kept[0]] if kept
+             else [{}] * len(rows))
       grads = [backward(*row, **kw) for row, kw in zip(rows, kws)]
       return (put(carry[0], [dq for dq, _, _ in grads], step, g),
               put_kv(carry[1], [dk for _, dk, _ in grads], step),
