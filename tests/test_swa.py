@@ -1,6 +1,7 @@
 """Blockwise SWA (XLA) against dense attention under an explicit band mask."""
 
 import functools
+import re
 
 import jax
 import jax.extend
@@ -148,6 +149,23 @@ def test_kept_probabilities_replace_the_backward_recomputation():
   assert count(False, "dot_general") - count(True, "dot_general") == 4
   for kept, recomputed in zip(jax.jit(grad_fn(True))(q, k, v), jax.jit(grad_fn(False))(q, k, v)):
     np.testing.assert_allclose(kept, recomputed, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("window", [32, 64])
+@pytest.mark.parametrize("keep", [True, False])
+def test_backward_moves_no_score_sized_tensor(window, keep):
+  """The dV / dK matmuls read the probabilities in place: no transpose or copy in the
+  compiled CPU gradient program is larger than q (the score blocks here are 1.5-2x q's
+  size). Contracting the query and group axes separately made XLA:CPU copy every block's
+  probabilities and score gradients transposed."""
+  q, k, v = _qkv(2, 64, 4, 2, 8)
+  f = functools.partial(xla.sliding_window_attention, window=window, block_size=16,
+                        per_row=False, keep=keep)
+  hlo = jax.jit(jax.grad(lambda q, k, v: jnp.sum(f(q, k, v) ** 2), argnums=(0, 1, 2))).lower(
+      q, k, v).compile().as_text()
+  moved = [int(np.prod([int(x) for x in dims.split(",")]))
+           for dims in re.findall(r"= f32\[([\d,]+)\]\{[\d,]*\} (?:transpose|copy)\(", hlo)]
+  assert moved and max(moved) <= q.size, sorted(moved)[-5:]
 
 
 def test_probabilities_are_kept_only_on_cpu_and_within_the_byte_cap():
