@@ -155,9 +155,11 @@ def test_kept_probabilities_replace_the_backward_recomputation():
 @pytest.mark.parametrize("keep", [True, False])
 def test_backward_moves_no_score_sized_tensor(window, keep):
   """The dV / dK matmuls read the probabilities in place: no transpose or copy in the
-  compiled CPU gradient program is larger than q (the score blocks here are 1.5-2x q's
-  size). Contracting the query and group axes separately made XLA:CPU copy every block's
-  probabilities and score gradients transposed."""
+  compiled CPU gradient program is larger than q (one query block's scores here are 1.5x
+  (strips, w 32) or up to 2x (full) q's size). Contracting the query and group axes
+  separately made XLA:CPU copy every block's probabilities and score gradients transposed.
+  The regrouping of q, k, v into kv-head rows always copies, so an empty match means the
+  pattern no longer reads the HLO, not that the program is clean."""
   q, k, v = _qkv(2, 64, 4, 2, 8)
   f = functools.partial(xla.sliding_window_attention, window=window, block_size=16,
                         per_row=False, keep=keep)
