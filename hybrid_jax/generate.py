@@ -4,7 +4,8 @@ what a sampler built on hybrid_jax does, and what exported models are checked ag
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
+
+from hybrid_jax.flax_nnx import nnx
 
 
 def greedy_generate(model, prompt_BxT, new_tokens: int) -> np.ndarray:

@@ -90,6 +90,22 @@ def test_the_tensorboard_writer_leaves_torch_unimported(tmp_path):
   assert [p for p in tmp_path.iterdir() if p.name.startswith("events.out.tfevents")]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("IPython") is None, reason="IPython is not installed")
+@pytest.mark.parametrize("ipython_running", [False, True])
+def test_a_training_process_imports_ipython_only_where_it_runs(ipython_running):
+  """flax imports IPython (~0.6 s of every training process's start) only to ask whether it
+  is running: the project's import of flax (hybrid_jax.flax_nnx) skips that where it is not,
+  IPython stays importable afterwards, and inside a running IPython flax sees it as before."""
+  start = ("from IPython.testing.globalipapp import start_ipython; start_ipython()\n"
+           if ipython_running else "")
+  code = (f"import sys\n{start}import hybrid_jax.train.loop, hybrid_jax.model\n"
+          "from flax.nnx import summary\n"
+          "print('IPython' in sys.modules, summary.in_ipython)\n"
+          "import IPython; print(IPython.get_ipython() is not None)")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+  assert out.stdout.split() == [str(ipython_running)] * 3, out.stdout + out.stderr
+
+
 def test_log_spaced_steps_are_dense_early():
   steps = log_spaced_steps(1000, 2)
   assert steps[:6] == [1, 2, 3, 4, 6, 8] and steps[-1] <= 1000

@@ -8,7 +8,8 @@ constant). Rows are padded to a fixed count so the last, partial batch compiles 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
+
+from hybrid_jax.flax_nnx import nnx
 
 
 class Scorer:

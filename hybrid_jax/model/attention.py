@@ -7,8 +7,8 @@ through ``pallas_kernels.swa.api`` (window >= T is full causal attention there).
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
+from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.rope import apply_rope
 from pallas_kernels.swa import api as swa_api

@@ -1,7 +1,8 @@
 """Short causal depthwise convolution (Mamba-2, Gated DeltaNet), with its decoding state."""
 
 import jax.numpy as jnp
-from flax import nnx
+
+from hybrid_jax.flax_nnx import nnx
 
 
 def short_conv_param_count(channels: int, kernel: int, bias: bool) -> int:

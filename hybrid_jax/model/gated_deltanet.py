@@ -6,8 +6,8 @@ import math
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
+from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.attention import head_dim
 from hybrid_jax.model.conv import ShortConv, short_conv_param_count

@@ -7,8 +7,8 @@ to nearly lossless heads. The decays are constants, not parameters.
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
+from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.attention import head_dim
 from pallas_kernels.linear_scan import api as scan_api

@@ -2,8 +2,8 @@
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
+from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.config import ModelConfig
 from hybrid_jax.model.params import layer_letters

@@ -8,8 +8,8 @@ import math
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
+from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.conv import ShortConv, short_conv_param_count
 from pallas_kernels.linear_scan import api as scan_api

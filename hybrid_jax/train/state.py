@@ -3,9 +3,9 @@ loading, analyses, benches) build the model's structure here, params only, and n
 optimizer moments."""
 
 import jax
-from flax import nnx
 
 from hybrid_jax.configs import require_resolved
+from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import build_model
 from hybrid_jax.train import sharding
 from hybrid_jax.train.optim import make_optimizer

@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import nnx
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
+from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.train import sharding
 
 

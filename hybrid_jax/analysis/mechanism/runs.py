@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import numpy as np
-from flax import nnx
 
 from hybrid_jax.data import task_families
 from hybrid_jax.eval.checkpoints import EvalInputError, RunModels
 from hybrid_jax.eval.retrieval import task_inputs
+from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.run import atomic_write_bytes, atomic_write_text, checkpoint_steps, load_config
 
 DEFAULT_TASK = "niah_single_filler"
