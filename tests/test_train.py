@@ -98,7 +98,7 @@ def test_a_training_process_imports_ipython_only_where_it_runs(ipython_running):
   IPython stays importable afterwards, and inside a running IPython flax sees it as before."""
   start = ("from IPython.testing.globalipapp import start_ipython; start_ipython()\n"
            if ipython_running else "")
-  code = (f"import sys\n{start}import hybrid_jax.train.loop, hybrid_jax.model\n"
+  code = (f"import sys\n{start}import hybrid_jax.model\n"
           "from flax.nnx import summary\n"
           "print('IPython' in sys.modules, summary.in_ipython)\n"
           "import IPython; print(IPython.get_ipython() is not None)")
