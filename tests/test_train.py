@@ -93,7 +93,7 @@ def test_the_tensorboard_writer_leaves_torch_unimported(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("IPython") is None, reason="IPython is not installed")
 @pytest.mark.parametrize("ipython_running", [False, True])
 def test_a_training_process_imports_ipython_only_where_it_runs(ipython_running):
-  """flax imports IPython (~0.6 s of every training process's start) only to ask whether it
+  """flax imports IPython (0.3 s of a training process's start, idle host) only to ask whether it
   is running: the project's import of flax (hybrid_jax.flax_nnx) skips that where it is not,
   IPython stays importable afterwards, and inside a running IPython flax sees it as before."""
   start = ("from IPython.testing.globalipapp import start_ipython; start_ipython()\n"
