@@ -59,41 +59,97 @@ def test_one_thread_pins_both_sides_to_one_core_and_every_core_leaves_them_alone
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs two cores")
 def test_processes_time_the_project_as_one_single_threaded_process_per_core():
-  """``--processes 2``: a two-process JAX job on this host, data parallel, one core each;
-  process 0's row comes back."""
-  row = train.project_row("toy", 2, 0, processes=2)
-  assert row["processes"] == 2 and row["threads"] == 1 and row["step_s"] > 0
-  assert row["tokens_per_s"] == pytest.approx(8 * 256 / row["step_s"])
+  """``--processes 2``: a two-process JAX job on this host, data parallel, one core each,
+  kept alive between blocks; process 0 answers."""
+  project = [sys.executable, "-m", "hybrid_jax.bench.train", "--worker", "--shape", "toy",
+             "--serve"]
+  side = train.Measured("project workers (toy)", project, processes=2)
+  try:
+    assert side.ready["processes"] == 2 and side.ready["threads"] == 1
+    assert side.block(2) > 0 and side.block(1) > 0          # every process runs each block
+  finally:
+    side.close()
+  assert [p.returncode for p in side.procs] == [0, 0]         # end of input ends them
+
+
+def test_the_torch_peer_serves_blocks_of_timed_steps():
+  pytest.importorskip("torch")
+  cmd = [sys.executable, "-m", train.PEER_MODULE, "--d-model", "32", "--layers", "2",
+         "--heads", "2", "--kv-heads", "1", "--d-ff", "64", "--window", "8", "--seq-len", "16",
+         "--batch", "2", "--steps", "3", "--threads", "1", "--serve"]
+  side = train.Measured("torch eager peer (tiny)", cmd, dict(os.environ))
+  try:
+    assert side.ready == {"peer": "torch-eager", "threads": 1}
+    assert side.block(3) > 0 and side.block(5) > 0        # more steps than its data: it cycles
+  finally:
+    side.close()
+  assert side.procs[0].returncode == 0
+
+
+class FakeSide:
+  """A ``Measured`` that times nothing: each side's step seconds by name, and the call order."""
+  calls = []
+
+  def __init__(self, what, cmd, env=None, cpu=None, processes=1):
+    self.name = ("torch-" + cmd[cmd.index("--mode") + 1] if "--mode" in cmd else
+                 "project-no-donate" if "--no-donate" in cmd else "project")
+    self.processes = processes
+    self.ready = dict(threads=1 if processes > 1 else 2, processes=processes)
+
+  def block(self, steps):
+    FakeSide.calls.append((self.name, self.processes))
+    return {"torch-eager": 0.3, "project-no-donate": 0.18}.get(
+        self.name, 0.1 if self.processes > 1 else 0.15)
+
+  def close(self):
+    FakeSide.calls.append(("closed", self.processes))
 
 
 def test_processes_rounds_also_time_one_process_on_every_core(monkeypatch, capsys):
   """``--processes 2``: each round has the one-process project beside the N processes, and
   the summary gives their ratio."""
-  calls = []
-  def fake(shape, steps, threads, processes=1, **kw):
-    calls.append(processes)
-    return dict(side="project", shape=shape, tokens_per_s=150.0 if processes > 1 else 100.0)
-  monkeypatch.setattr(train, "project_row", fake)
+  FakeSide.calls = []
+  monkeypatch.setattr(train, "Measured", FakeSide)
   monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
   assert cli.main(["train", "--shapes", "toy", "--processes", "2", "--rounds", "2",
                    "--no-breakdown"]) == 0
-  assert calls == [2, 1, 2, 1]
+  assert [p for _, p in FakeSide.calls] == [2, 1, 1, 2, 2, 1]
   summary = json.loads(capsys.readouterr().out.split("# summary: median over rounds of each "
                                                      "within-round ratio\n")[1])
   assert summary["toy"]["project_over_project-1-process"] == 1.5
 
 
-def test_ratios_are_taken_within_rounds_then_the_median():
-  rows = [dict(shape="toy", side="project", round=0, tokens_per_s=100.0),
-          dict(shape="toy", side="torch-eager", round=0, tokens_per_s=50.0),
-          dict(shape="toy", side="project", round=1, tokens_per_s=60.0),     # a busy round
-          dict(shape="toy", side="torch-eager", round=1, tokens_per_s=40.0),
-          dict(shape="toy", side="project", round=2, tokens_per_s=90.0),
-          dict(shape="toy", side="torch-eager", round=2, tokens_per_s=100.0)]
-  s = train.summarize(rows)["toy"]
-  assert s["project_over_torch-eager"] == 1.5              # median of 2.0, 1.5, 0.9
-  assert s["project_over_torch-eager_range"] == [0.9, 2.0]
-  assert s["project_tokens_per_s"] == 90
+def test_rounds_alternate_the_order_of_the_sides_and_every_worker_is_closed(monkeypatch, capsys):
+  """Every other round runs the sides in reverse, so no side always runs first after the
+  other sides' blocks; the ratios are per round."""
+  FakeSide.calls = []
+  monkeypatch.setattr(train, "Measured", FakeSide)
+  monkeypatch.setattr(train, "torch_available", lambda: True)
+  assert cli.main(["train", "--shapes", "toy", "--peer", "--rounds", "3", "--donation",
+                   "--no-breakdown", "--compile-shapes", ""]) == 0
+  names = [n for n, _ in FakeSide.calls]
+  sides = ["project", "project-no-donate", "torch-eager"]
+  assert names == sides + sides[::-1] + sides + ["closed"] * 3
+  out = capsys.readouterr().out
+  rows = [json.loads(l) for l in out.splitlines() if l.startswith('{"side"')]
+  assert [r["round"] for r in rows] == [0] * 3 + [1] * 3 + [2] * 3
+  summary = json.loads(out.split("within-round ratio\n")[1])["toy"]
+  assert summary["project_over_torch-eager"] == 2.0
+  assert summary["project_over_project-no-donate"] == 1.2
+
+
+def test_a_worker_that_fails_before_or_between_blocks_is_one_line_naming_its_output():
+  dies = [sys.executable, "-c", "import sys; print('the cause', file=sys.stderr); sys.exit(3)"]
+  with pytest.raises(BenchError, match=r"^project worker \(toy\) failed: the cause "):
+    train.Measured("project worker (toy)", dies)
+  once = [sys.executable, "-c", "import json, sys; print(json.dumps({'ready': 1}), flush=True); "
+          "sys.stdin.readline(); print('gone', file=sys.stderr); sys.exit(1)"]
+  side = train.Measured("torch eager peer (toy)", once)
+  with pytest.raises(BenchError) as e:
+    side.block(2)
+  message = str(e.value)
+  assert "\n" not in message and message.startswith("torch eager peer (toy) failed: gone")
+  os.remove(re.search(r"its whole output: (\S+)\)$", message).group(1))
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -113,14 +169,14 @@ def test_bad_arguments_are_one_line_exit_2(capsys, argv, message):
 
 
 def test_peer_without_torch_says_how_to_install_it(monkeypatch, capsys):
+  FakeSide.calls = []
   monkeypatch.setattr(train, "torch_available", lambda: False)
-  monkeypatch.setattr(train, "project_row", lambda shape, steps, threads, **kw: dict(
-      side="project", shape=shape, tokens_per_s=1.0))
+  monkeypatch.setattr(train, "Measured", FakeSide)
   assert cli.main(["train", "--peer", "--rounds", "1", "--no-breakdown"]) == 0
   out = capsys.readouterr().out
   notes = [l for l in out.splitlines() if "torch is not installed" in l]
   assert len(notes) == 1 and "pip install torch" in notes[0]
-  assert "torch-eager" not in out
+  assert "torch-eager" not in out and {n for n, _ in FakeSide.calls} == {"project", "closed"}
 
 
 def test_profile_splits_the_step_by_model_scope():

@@ -1,9 +1,11 @@
 """The PyTorch peer of ``hybrid-jax bench train --peer``: the same network written plainly in
 PyTorch, timed in its own process beside the project.
 
-Copied from the project's shared PyTorch reference ``peers/torch_hybrid.py`` (unchanged but
-for ``--threads``, which pins torch's intra-op threads so both sides run on the same number
-of cores, and a ``__main__`` guard). Same architecture as hybrid_jax's attention hybrids:
+Copied from the project's shared PyTorch reference ``peers/torch_hybrid.py``: the network, the
+optimizer and the step are unchanged; added are ``--threads``, which pins torch's intra-op
+threads so both sides run on the same number of cores, ``--serve`` (a long-lived worker of
+the bench: once warmed up it prints a JSON line, then each line ``n`` on stdin runs ``n``
+timed steps and prints their wall seconds) and a ``__main__`` guard. Same architecture as hybrid_jax's attention hybrids:
 token embedding (tied head), pre-norm blocks of RMSNorm -> attention (RoPE, GQA; S layers see
 keys i-w < j <= i, F layers are causal) -> RMSNorm -> SwiGLU MLP, final RMSNorm; AdamW (b1 0.9,
 b2 0.95, wd 0.1) with global norm clipping 1.0; cross-entropy on random tokens. Prints one
@@ -31,6 +33,7 @@ for name, default in [("d-model", 256), ("layers", 4), ("heads", 4), ("kv-heads"
 p.add_argument("--pattern", default="SF")
 p.add_argument("--mode", choices=["eager", "compile"], default="eager")
 p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+p.add_argument("--serve", action="store_true", help="time blocks of steps on request (stdin)")
 a = p.parse_args()
 if a.threads:
   torch.set_num_threads(a.threads)
@@ -116,11 +119,28 @@ if a.mode == "compile":
 data = torch.randint(0, a.vocab, (a.steps + 2, B, T + 1))
 for s in range(2):
   step(data[s, :, :-1], data[s, :, 1:])
-times = []
-for s in range(2, a.steps + 2):
-  t0 = time.perf_counter()
-  step(data[s, :, :-1], data[s, :, 1:])
-  times.append(time.perf_counter() - t0)
-dt = sorted(times)[len(times) // 2]
-print(json.dumps(dict(peer=f"torch-{a.mode}", threads=torch.get_num_threads(), step_s=dt,
-                      tokens_per_s=B * T / dt)))
+
+
+def timed(first, n):
+  times = []
+  for s in range(first, first + n):
+    batch = data[s % len(data)]
+    t0 = time.perf_counter()
+    step(batch[:, :-1], batch[:, 1:])
+    times.append(time.perf_counter() - t0)
+  return times
+
+
+if a.serve:
+  import sys
+  print(json.dumps(dict(peer=f"torch-{a.mode}", threads=torch.get_num_threads())), flush=True)
+  done = 2
+  for line in sys.stdin:
+    times = timed(done, int(line))
+    done += len(times)
+    print(json.dumps(dict(step_s=times)), flush=True)
+else:
+  times = timed(2, a.steps)
+  dt = sorted(times)[len(times) // 2]
+  print(json.dumps(dict(peer=f"torch-{a.mode}", threads=torch.get_num_threads(), step_s=dt,
+                        tokens_per_s=B * T / dt)))

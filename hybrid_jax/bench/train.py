@@ -1,23 +1,28 @@
 """``hybrid-jax bench train``: training tokens/s per shape, where the step's time goes, and
 (``--peer``) the ratio to the same network in PyTorch, run interleaved on the same cores.
 
-Every measurement runs in its own process (``--worker``), so the project and the peer get
-the same cores (``--threads 1``: both pinned to one core by CPU affinity, the only limit
-XLA:CPU's thread pool obeys; its flags alone left two busy threads) and neither warms
-the other's caches; rounds alternate project, torch eager, torch.compile, and each ratio is
-taken within a round, so a shared machine's load shifts both sides alike. The reported
-ratio is the median over rounds.
+Every side (the project, torch eager, torch.compile, ...) runs in a long-lived process of
+its own (``Measured``; the project's is ``--worker --serve``), so both get the same cores
+(``--threads 1``: both pinned to one core by CPU affinity, the only limit XLA:CPU's thread
+pool obeys; its flags alone left two busy threads). Each compiles and warms up once; then
+rounds alternate one block of ``--steps`` steps per side, every other round in reverse
+order, while the other sides wait off the cores. Each ratio is taken within a round, so a
+shared machine's slow spells shift both sides alike, and the reported ratio is the median
+over rounds.
 
-The breakdown (``--breakdown``, in the first round's project worker) splits the compiled
-step's op time by the named scopes the model sets (``bench.profile``), scaled to the step's
-wall time, and times the host-side work the training loop does between steps: building
-the batch, putting it on the device, fetching metrics at a log step, the checkpoint check.
+The breakdown (unless ``--no-breakdown``: a one-shot project worker per shape with
+``--breakdown``) splits the compiled step's op time by the named scopes the model sets
+(``bench.profile``), scaled to the step's wall time, and times the host-side work the
+training loop does between steps: building the batch, putting it on the device, fetching
+metrics at a log step, the checkpoint check.
 """
 
 import argparse
 import importlib.util
 import json
 import os
+import select
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +31,7 @@ import jax
 
 from hybrid_jax.bench import BenchError
 from hybrid_jax.bench.profile import op_time_by_group
-from hybrid_jax.bench.timing import matmul_peak_flops, median_seconds
+from hybrid_jax.bench.timing import matmul_peak_flops, median_seconds, wall_times
 from hybrid_jax.configs.default import get_config
 from hybrid_jax.data import make_source
 from hybrid_jax.model.flops import model_flops_per_token
@@ -114,14 +119,15 @@ def step_memory(cfg, donate: bool) -> dict:
               aliased=m.alias_size_in_bytes, temps=m.temp_size_in_bytes, live=live)
 
 
-def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> float:
-  """Median wall time of ``steps`` train steps after one compile step, batches already on
-  the device(s) (the loop's data work is timed apart, in ``host_seconds``)."""
+def stepper(cfg, donate: bool = True, mesh=None):
+  """A call that runs one train step of ``cfg`` and returns its metrics, after one compile
+  step; its batches are already on the device(s) (the loop's data work is timed apart, in
+  ``host_seconds``)."""
   step_fn, state = make_step(cfg, donate, mesh)
   source = make_source(cfg)
   rows = sharding.process_rows(cfg.train.batch_size)          # this process's share
   put = ((lambda b: sharding.global_batch(mesh, b)) if mesh is not None else jax.device_put)
-  batches = [put(source.batch(s, rows=rows)) for s in range(steps + 1)]
+  batches = [put(source.batch(s, rows=rows)) for s in range(11)]
   carry = dict(state=state, i=0)
 
   def one_step():
@@ -130,7 +136,19 @@ def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> flo
     return metrics
   jax.block_until_ready(one_step())             # compiles; the first collectives start gloo
   distributed.quiet_gloo_threads()              # as the training loop does after its first step
-  return median_seconds(one_step, reps=steps, warmup=0)
+  return one_step
+
+
+def project_step_seconds(cfg, steps: int, donate: bool = True, mesh=None) -> float:
+  """Median wall time of ``steps`` train steps after one compile step (``stepper``)."""
+  return median_seconds(stepper(cfg, donate, mesh), reps=steps, warmup=0)
+
+
+def serve(one_step, emit) -> None:
+  """The block loop of a long-lived worker (``Measured``): each line ``n`` on stdin runs
+  ``n`` timed steps, and ``emit`` gets their wall seconds; it ends at end of input."""
+  for line in sys.stdin:
+    emit(dict(step_s=wall_times(one_step, int(line), warmup=0)))
 
 
 def host_seconds(cfg, reps: int = 20) -> dict:
@@ -171,28 +189,37 @@ def model_flops_per_s(cfg, step_s: float) -> float:
 
 
 def worker(argv) -> dict:
-  """One project measurement: prints and returns a JSON row."""
+  """One project measurement: prints and returns a JSON row. ``--serve``: a long-lived
+  worker instead, which prints its row once compiled and then times blocks of steps on
+  request (``serve``)."""
   p = argparse.ArgumentParser()
   p.add_argument("--shape", required=True)
   p.add_argument("--steps", type=int, default=10)
   p.add_argument("--no-donate", action="store_true")
   p.add_argument("--breakdown", action="store_true")
+  p.add_argument("--serve", action="store_true")
   a = p.parse_args(argv)
   processes = distributed.initialize()        # --processes: joined from the environment
   cfg = shape_config(a.shape)
   mesh = sharding.make_mesh(cfg.mesh) if processes > 1 else None
-  step_s = project_step_seconds(cfg, a.steps, donate=not a.no_donate, mesh=mesh)
-  tokens = cfg.train.batch_size * cfg.data.seq_len
   row = dict(side="project" + ("-no-donate" if a.no_donate else ""), shape=a.shape,
              threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-             else os.cpu_count(), processes=processes, step_s=step_s,
-             tokens_per_s=tokens / step_s)
+             else os.cpu_count(), processes=processes)
+  emit = ((lambda r: print(json.dumps(r), flush=True)) if distributed.is_primary()
+          else (lambda r: None))
+  if a.serve:
+    one_step = stepper(cfg, donate=not a.no_donate, mesh=mesh)
+    emit(row)
+    serve(one_step, emit)
+    return row
+  step_s = project_step_seconds(cfg, a.steps, donate=not a.no_donate, mesh=mesh)
+  row.update(step_s=step_s, tokens_per_s=cfg.train.batch_size * cfg.data.seq_len / step_s)
   if not distributed.is_primary():
     return row
   if a.breakdown:
     row["mfu"] = model_flops_per_s(cfg, step_s) / matmul_peak_flops(1024, reps=5)
     row.update(breakdown(cfg, step_s))
-  print(json.dumps(row), flush=True)
+  emit(row)
   jax.clear_caches()
   return row
 
@@ -218,40 +245,113 @@ def _failure(what: str, stderr: str) -> str:
   return f"{what} failed: {tail} (its whole output: {f.name})"
 
 
-def project_row(shape, steps, threads, *, donate=True, breakdown_=False, processes=1) -> dict:
+def project_row(shape, steps, threads, *, breakdown_=False) -> dict:
+  """One one-shot project worker's row (the breakdown's: one process, ``threads``)."""
   cmd = [sys.executable, "-m", "hybrid_jax.bench.train", "--worker", "--shape", shape,
-         "--steps", str(steps)] + (["--no-donate"] if not donate else []) + (
-             ["--breakdown"] if breakdown_ and processes == 1 else [])
-  if processes > 1:
-    return _run_processes(cmd, processes, f"project workers ({shape}, {processes} processes)")
+         "--steps", str(steps)] + (["--breakdown"] if breakdown_ else [])
   return _run(cmd, thread_env(threads), f"project worker ({shape})", one_core(threads))
 
 
-def _run_processes(cmd, n, what) -> dict:
-  """``cmd`` as an ``n``-process JAX job on this host (``train.distributed``'s variables),
-  process i pinned to the i-th core of this one's: one single-threaded process per core,
-  data parallel. Returns process 0's row."""
-  cores, port, procs = local_processes.usable_cores(), local_processes.free_port(), []
-  for i in range(n):
-    env = dict(local_processes.process_env(i, n, port), JAX_PLATFORMS="cpu")
-    procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env=env, preexec_fn=lambda c=cores[i]: os.sched_setaffinity(0, {c})))
-  outs = [p.communicate() for p in procs]
-  for p, (_, err) in zip(procs, outs):
-    if p.returncode:
-      raise BenchError(_failure(what, err))
-  lines = [l for l in outs[0][0].splitlines() if l.startswith("{")]
-  if not lines:
-    raise BenchError(f"{what} failed: process 0 printed no row")
-  return json.loads(lines[-1])
+class Measured:
+  """One side of the comparison as a long-lived worker (``processes`` > 1: that many JAX
+  processes, one per core, data parallel, as ``train --local_processes`` runs them): started
+  and warmed up once, then timed in blocks of steps on request while the other sides wait
+  (blocked on their input, off the cores). Blocks of all sides alternate many times within a
+  run, so a shared machine's slow spells fall on both sides of a ratio alike; separate
+  processes per measurement (the bench before this) paid a start-up per round and, with few
+  rounds, gave ranges of 0.9-1.4x for one ratio on a noisy host."""
+
+  def __init__(self, what: str, cmd: list[str], env: dict | None = None, cpu=None,
+               processes: int = 1):
+    self.what, self.procs, self.logs, self._buf = what, [], [], b""
+    if processes == 1:
+      specs = [(env, cpu)]
+    else:
+      cores, port = local_processes.usable_cores(), local_processes.free_port()
+      specs = [(dict(local_processes.process_env(i, processes, port), JAX_PLATFORMS="cpu"),
+                cores[i]) for i in range(processes)]
+    try:
+      for i, (env_i, cpu_i) in enumerate(specs):
+        log = tempfile.TemporaryFile("w+")
+        self.logs.append(log)
+        self.procs.append(subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE if i == 0 else subprocess.DEVNULL,
+            stderr=log, env=env_i,
+            preexec_fn=None if cpu_i is None else (lambda c=cpu_i: os.sched_setaffinity(0, {c}))))
+      self.ready = self._read()            # the worker's row, once compiled and warmed up
+    except BaseException:
+      self.close()
+      raise
+
+  def _read(self) -> dict:
+    """The next JSON line of process 0; a one-line BenchError when a process ends first."""
+    out = self.procs[0].stdout.fileno()
+    while True:
+      while b"\n" in self._buf:
+        line, self._buf = self._buf.split(b"\n", 1)
+        if line.startswith(b"{"):
+          return json.loads(line)
+      ended = [p for p in self.procs if p.poll() is not None]
+      if ended:
+        break
+      if select.select([out], [], [], 0.5)[0]:
+        chunk = os.read(out, 1 << 16)
+        if not chunk:
+          self.procs[0].wait()
+          break
+        self._buf += chunk
+    failed = next((i for i, p in enumerate(self.procs) if p.returncode), 0)
+    self.logs[failed].seek(0)
+    stderr = self.logs[failed].read()
+    self.close()
+    raise BenchError(_failure(self.what, stderr))
+
+  def block(self, steps: int) -> float:
+    """Median wall seconds of ``steps`` steps."""
+    for p in self.procs:
+      p.stdin.write(b"%d\n" % steps)
+      p.stdin.flush()
+    return statistics.median(self._read()["step_s"])
+
+  def close(self) -> None:
+    for p in self.procs:
+      if p.stdin and not p.stdin.closed:
+        try:
+          p.stdin.close()                   # end of input: the worker returns
+        except OSError:
+          pass
+    for p in self.procs:
+      try:
+        p.wait(timeout=30)
+      except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    for log in self.logs:
+      log.close()
 
 
-def peer_row(shape, steps, threads, mode) -> dict:
+def sides(shape, a, peer: bool, compiled) -> list[tuple[str, callable]]:
+  """(name, start) of every side timed for ``shape``: the project first (the ratios'
+  numerator), then its variants and the peers."""
   cfg = shape_config(shape)
-  cmd = [sys.executable, "-m", PEER_MODULE, *peer_args(cfg), "--steps", str(steps),
-         "--mode", mode, "--threads", str(threads or os.cpu_count())]
-  row = _run(cmd, thread_env(threads), f"torch {mode} peer ({shape})", one_core(threads))
-  return dict(row, shape=shape, side=f"torch-{mode}")
+  project = [sys.executable, "-m", "hybrid_jax.bench.train", "--worker", "--shape", shape,
+             "--serve"]
+  env, cpu = thread_env(a.threads), one_core(a.threads)
+  out = [("project", lambda: Measured(f"project worker ({shape})", project, env, cpu,
+                                      processes=a.processes))]
+  if a.donation:
+    out.append(("project-no-donate", lambda: Measured(
+        f"project worker ({shape}, no donation)", project + ["--no-donate"], env, cpu)))
+  if a.processes > 1:             # the same run's baseline: one process on every core
+    out.append(("project-1-process", lambda: Measured(
+        f"project worker ({shape}, one process)", project, env, cpu)))
+  if peer:
+    for mode in ["eager"] + (["compile"] if shape in compiled else []):
+      cmd = [sys.executable, "-m", PEER_MODULE, *peer_args(cfg), "--mode", mode, "--threads",
+             str(a.threads or os.cpu_count()), "--serve"]
+      out.append((f"torch-{mode}", lambda cmd=cmd, mode=mode: Measured(
+          f"torch {mode} peer ({shape})", cmd, env, cpu)))
+  return out
 
 
 def _median(xs):
@@ -264,8 +364,10 @@ def _parser():
   p = argparse.ArgumentParser(prog="hybrid-jax bench train", description=__doc__.splitlines()[0])
   p.add_argument("--shapes", default=DEFAULT_SHAPES,
                  help=f"comma-separated, or 'all': {', '.join(SHAPES)}")
-  p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (ratios: median)")
-  p.add_argument("--steps", type=int, default=10, help="timed steps per measurement (median)")
+  p.add_argument("--rounds", type=int, default=20,
+                 help="rounds of one block of steps per side, interleaved (ratios: median "
+                      "over rounds)")
+  p.add_argument("--steps", type=int, default=5, help="timed steps per block (median)")
   p.add_argument("--threads", type=int, default=0,
                  help="threads of both sides: 1, or 0 for every core (default)")
   p.add_argument("--processes", type=int, default=1,
@@ -320,29 +422,34 @@ def main(argv=None) -> int:
       cfg = shape_config(shape)
       print(json.dumps(dict(shape=shape, memory=[step_memory(cfg, d) for d in (False, True)])),
             flush=True)
-  rows = []
-  for r in range(a.rounds):
-    for shape in shapes:
-      sides = [lambda: project_row(shape, a.steps, a.threads, processes=a.processes,
-                                   breakdown_=r == 0 and not a.no_breakdown)]
-      if a.donation:
-        sides.append(lambda: project_row(shape, a.steps, a.threads, donate=False))
-      if a.processes > 1:        # the same run's baseline: one process on every core
-        sides.append(lambda: dict(project_row(shape, a.steps, a.threads),
-                                  side="project-1-process"))
-      if peer:
-        sides.append(lambda: peer_row(shape, a.steps, a.threads, "eager"))
-        if shape in compiled:
-          sides.append(lambda: peer_row(shape, a.steps, a.threads, "compile"))
-      for side in sides:
-        row = dict(side(), round=r)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+  rows, breakdowns = [], []
+  for shape in shapes:
+    if not a.no_breakdown:        # a one-shot worker of its own: the profiler stays out
+      row = dict(project_row(shape, a.steps, a.threads, breakdown_=True), side="breakdown")
+      breakdowns.append(row)
+      print(json.dumps(row), flush=True)
+    tokens = shape_config(shape).train.batch_size * shape_config(shape).data.seq_len
+    started = []
+    try:
+      for name, start in sides(shape, a, peer, compiled):
+        started.append((name, start()))
+      for r in range(a.rounds):   # every other round in reverse order: no side always first
+        for name, side in (started if r % 2 == 0 else started[::-1]):
+          step_s = side.block(a.steps)
+          row = dict(side=name, shape=shape, threads=side.ready.get("threads"),
+                     processes=side.ready.get("processes", 1), step_s=step_s,
+                     tokens_per_s=tokens / step_s, round=r)
+          rows.append(row)
+          print(json.dumps(row), flush=True)
+    finally:
+      for _, side in started:
+        side.close()
   summary = summarize(rows)
   print("# summary: median over rounds of each within-round ratio")
   print(json.dumps(summary, indent=2), flush=True)
   if a.json:
-    atomic_write_text(a.json, json.dumps(dict(rows=rows, summary=summary), indent=1))
+    atomic_write_text(a.json, json.dumps(dict(rows=rows, breakdowns=breakdowns,
+                                                 summary=summary), indent=1))
   return 0
 
 
