@@ -87,18 +87,28 @@ def test_the_torch_peer_serves_blocks_of_timed_steps():
 
 
 class FakeSide:
-  """A ``Measured`` that times nothing: each side's step seconds by name, and the call order."""
+  """A ``Measured`` that times nothing: each side's step seconds by name, and the call order
+  (with the one-shot worker that fills the compilation cache, ``warm``)."""
   calls = []
+
+  @staticmethod
+  def warm(monkeypatch):
+    FakeSide.calls = []
+    monkeypatch.setattr(train, "Measured", FakeSide)
+    monkeypatch.setattr(train, "project_row", lambda shape, steps, threads, breakdown_=False: (
+        FakeSide.calls.append(("one-shot", shape)) or dict(side="project")))
 
   def __init__(self, what, cmd, env=None, cpu=None, processes=1):
     self.name = ("torch-" + cmd[cmd.index("--mode") + 1] if "--mode" in cmd else
-                 "project-no-donate" if "--no-donate" in cmd else "project")
+                 "project-no-donate" if "--no-donate" in cmd else
+                 "project-cold" if "--cold" in cmd else "project")
+    FakeSide.calls.append(("started", self.name))
     self.processes = processes
     self.ready = dict(threads=1 if processes > 1 else 2, processes=processes)
 
   def block(self, steps):
     FakeSide.calls.append((self.name, self.processes))
-    return {"torch-eager": 0.3, "project-no-donate": 0.18}.get(
+    return {"torch-eager": 0.3, "project-no-donate": 0.18, "project-cold": 0.2}.get(
         self.name, 0.1 if self.processes > 1 else 0.15)
 
   def close(self):
@@ -108,34 +118,37 @@ class FakeSide:
 def test_processes_rounds_also_time_one_process_on_every_core(monkeypatch, capsys):
   """``--processes 2``: each round has the one-process project beside the N processes, and
   the summary gives their ratio."""
-  FakeSide.calls = []
-  monkeypatch.setattr(train, "Measured", FakeSide)
+  FakeSide.warm(monkeypatch)
   monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
   assert cli.main(["train", "--shapes", "toy", "--processes", "2", "--rounds", "2",
                    "--no-breakdown"]) == 0
-  assert [p for _, p in FakeSide.calls] == [2, 1, 1, 2, 2, 1]
+  blocks = [p for name, p in FakeSide.calls if name == "project"]
+  assert blocks == [2, 1, 1, 2]                  # the second round in reverse
   summary = json.loads(capsys.readouterr().out.split("# summary: median over rounds of each "
                                                      "within-round ratio\n")[1])
   assert summary["toy"]["project_over_project-1-process"] == 1.5
 
 
 def test_rounds_alternate_the_order_of_the_sides_and_every_worker_is_closed(monkeypatch, capsys):
-  """Every other round runs the sides in reverse, so no side always runs first after the
-  other sides' blocks; the ratios are per round."""
-  FakeSide.calls = []
-  monkeypatch.setattr(train, "Measured", FakeSide)
+  """A one-shot worker first fills the compilation cache; then every other round runs the
+  sides in reverse, so no side always runs first after the other sides' blocks; the ratios
+  are per round."""
+  FakeSide.warm(monkeypatch)
   monkeypatch.setattr(train, "torch_available", lambda: True)
   assert cli.main(["train", "--shapes", "toy", "--peer", "--rounds", "3", "--donation",
-                   "--no-breakdown", "--compile-shapes", ""]) == 0
-  names = [n for n, _ in FakeSide.calls]
-  sides = ["project", "project-no-donate", "torch-eager"]
-  assert names == sides + sides[::-1] + sides + ["closed"] * 3
+                   "--cold", "--no-breakdown", "--compile-shapes", ""]) == 0
+  sides = ["project", "project-no-donate", "project-cold", "torch-eager"]
+  assert FakeSide.calls[0] == ("one-shot", "toy")
+  assert FakeSide.calls[1:5] == [("started", n) for n in sides]
+  names = [n for n, _ in FakeSide.calls[5:]]
+  assert names == sides + sides[::-1] + sides + ["closed"] * 4
   out = capsys.readouterr().out
   rows = [json.loads(l) for l in out.splitlines() if l.startswith('{"side"')]
-  assert [r["round"] for r in rows] == [0] * 3 + [1] * 3 + [2] * 3
+  assert [r["round"] for r in rows] == [0] * 4 + [1] * 4 + [2] * 4
   summary = json.loads(out.split("within-round ratio\n")[1])["toy"]
   assert summary["project_over_torch-eager"] == 2.0
   assert summary["project_over_project-no-donate"] == 1.2
+  assert summary["project_over_project-cold"] == pytest.approx(1.333, abs=1e-3)
 
 
 def test_a_worker_that_fails_before_or_between_blocks_is_one_line_naming_its_output():
@@ -169,14 +182,14 @@ def test_bad_arguments_are_one_line_exit_2(capsys, argv, message):
 
 
 def test_peer_without_torch_says_how_to_install_it(monkeypatch, capsys):
-  FakeSide.calls = []
+  FakeSide.warm(monkeypatch)
   monkeypatch.setattr(train, "torch_available", lambda: False)
-  monkeypatch.setattr(train, "Measured", FakeSide)
   assert cli.main(["train", "--peer", "--rounds", "1", "--no-breakdown"]) == 0
   out = capsys.readouterr().out
   notes = [l for l in out.splitlines() if "torch is not installed" in l]
   assert len(notes) == 1 and "pip install torch" in notes[0]
-  assert "torch-eager" not in out and {n for n, _ in FakeSide.calls} == {"project", "closed"}
+  assert "torch-eager" not in out
+  assert {n for n, _ in FakeSide.calls} == {"one-shot", "started", "project", "closed"}
 
 
 def test_profile_splits_the_step_by_model_scope():

@@ -41,6 +41,7 @@ from hybrid_jax.train import distributed, local_processes, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.state import init_state
 from hybrid_jax.train.step import make_train_step
+from hybrid_jax.xla_cache import use_persistent_compilation_cache
 
 PEER_MODULE = "hybrid_jax.bench.torch_peer"
 
@@ -198,7 +199,10 @@ def worker(argv) -> dict:
   p.add_argument("--no-donate", action="store_true")
   p.add_argument("--breakdown", action="store_true")
   p.add_argument("--serve", action="store_true")
+  p.add_argument("--cold", action="store_true")
   a = p.parse_args(argv)
+  if a.cold:                                  # compiled here, as a config's first run is
+    jax.config.update("jax_enable_compilation_cache", False)
   processes = distributed.initialize()        # --processes: joined from the environment
   cfg = shape_config(a.shape)
   mesh = sharding.make_mesh(cfg.mesh) if processes > 1 else None
@@ -342,6 +346,9 @@ def sides(shape, a, peer: bool, compiled) -> list[tuple[str, callable]]:
   if a.donation:
     out.append(("project-no-donate", lambda: Measured(
         f"project worker ({shape}, no donation)", project + ["--no-donate"], env, cpu)))
+  if a.cold:
+    out.append(("project-cold", lambda: Measured(
+        f"project worker ({shape}, compiled in the worker)", project + ["--cold"], env, cpu)))
   if a.processes > 1:             # the same run's baseline: one process on every core
     out.append(("project-1-process", lambda: Measured(
         f"project worker ({shape}, one process)", project, env, cpu)))
@@ -379,6 +386,10 @@ def _parser():
                  help="shapes also timed under torch.compile with --peer ('' for none)")
   p.add_argument("--donation", action="store_true",
                  help="also time the step without buffer donation (its effect)")
+  p.add_argument("--cold", action="store_true",
+                 help="also time the step as a worker that compiles it itself gets it (a "
+                      "config's first run); the project side loads it from the compilation "
+                      "cache (reruns, resumes)")
   p.add_argument("--no-breakdown", action="store_true", help="skip the per-op profile")
   p.add_argument("--json", default=None, help="also write every row and ratio to this file")
   return p
@@ -422,10 +433,14 @@ def main(argv=None) -> int:
       cfg = shape_config(shape)
       print(json.dumps(dict(shape=shape, memory=[step_memory(cfg, d) for d in (False, True)])),
             flush=True)
+  use_persistent_compilation_cache()          # the workers share it (they inherit the variable)
   rows, breakdowns = [], []
   for shape in shapes:
-    if not a.no_breakdown:        # a one-shot worker of its own: the profiler stays out
-      row = dict(project_row(shape, a.steps, a.threads, breakdown_=True), side="breakdown")
+    # A one-shot worker first (with the breakdown: the profiler stays out of the timed ones):
+    # it puts the step in the compilation cache, which the timed project worker loads it from.
+    row = dict(project_row(shape, 1 if a.no_breakdown else a.steps, a.threads,
+                           breakdown_=not a.no_breakdown), side="breakdown")
+    if not a.no_breakdown:
       breakdowns.append(row)
       print(json.dumps(row), flush=True)
     tokens = shape_config(shape).train.batch_size * shape_config(shape).data.seq_len
