@@ -10,11 +10,13 @@ order, while the other sides wait off the cores. Each ratio is taken within a ro
 shared machine's slow spells shift both sides alike, and the reported ratio is the median
 over rounds.
 
-The breakdown (unless ``--no-breakdown``: a one-shot project worker per shape with
-``--breakdown``) splits the compiled step's op time by the named scopes the model sets
-(``bench.profile``), scaled to the step's wall time, and times the host-side work the
-training loop does between steps: building the batch, putting it on the device, fetching
-metrics at a log step, the checkpoint check.
+A one-shot project worker per shape runs first: it puts the step in the persistent
+compilation cache, which the timed project worker loads it from (a worker that compiles
+the step itself runs it slower at the toy shapes: ``--cold`` times that too), and, unless
+``--no-breakdown``, it prints the breakdown. The breakdown splits the compiled step's op
+time by the named scopes the model sets (``bench.profile``), scaled to the step's wall time,
+and times the host-side work the training loop does between steps: building the batch,
+putting it on the device, fetching metrics at a log step, the checkpoint check.
 """
 
 import argparse
