@@ -46,8 +46,10 @@ def standard_hooks(cfg) -> tuple[Hook, ...]:
 def train(cfg, workdir, **kwargs) -> dict:
   """``hybrid_jax.train.loop.train`` with the standard hooks: the run a command makes."""
   from hybrid_jax.resolve import ensure_resolved   # lazy: JAX, see above
-  from hybrid_jax.train import loop
+  from hybrid_jax.train import loop, precompile
   cfg = ensure_resolved(cfg)
+  if precompile.wanted(cfg):       # XLA:CPU runs a step it loaded faster than one it compiled
+    precompile.in_child(cfg)
   return loop.train(cfg, workdir, hooks=standard_hooks(cfg), **kwargs)
 
 

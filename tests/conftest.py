@@ -11,6 +11,10 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 # The suite compiles hundreds of small programs and runs each a few times: LLVM at -O0 halves
 # the compile time (XLA's HLO passes still run; every tolerance holds). A set XLA_FLAGS wins.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# Train commands compile their first programs in a child process only to run them faster
+# (``hybrid_jax.train.precompile``); the suite's cache holds them already, so the child would
+# only cost its start-up. tests/test_precompile.py turns it on.
+os.environ.setdefault("HYBRID_JAX_PRECOMPILE", "0")
 
 import pytest  # noqa: E402
 
