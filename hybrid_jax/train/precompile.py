@@ -8,8 +8,9 @@ shapes, 1.02-1.08x at the d_model 256 ones (``hybrid-jax bench train --cold``, o
 2-core host). The cause inside XLA is not pinned down (a slow process holds the compiler's
 thread pools, and its XLA threads switch context ~4x as often); a child that compiles needs
 no knowledge of it. The training process then computes the same program, so losses are
-unchanged. Cost: one more process start, ~3-4 s on 2 cores, also when the cache already
-holds the programs (telling that apart needs JAX's internal cache keys).
+unchanged. Cost: one more process start, 3-6 s on 2 cores, also when the cache already
+holds the programs (telling that apart needs JAX's internal cache keys). Measured at the toy
+default's first run: 52-55 ms a step against 73-90 ms without the child.
 
 Only where it can help: the CPU backend, one process (a multi-process job compiles its own
 sharded program in each process), the persistent cache on (``hybrid-jax`` turns it on), and
