@@ -48,7 +48,7 @@ def train(cfg, workdir, **kwargs) -> dict:
   from hybrid_jax.resolve import ensure_resolved   # lazy: JAX, see above
   from hybrid_jax.train import loop, precompile
   cfg = ensure_resolved(cfg)
-  if precompile.wanted(cfg):       # XLA:CPU runs a step it loaded faster than one it compiled
+  if precompile.wanted():       # XLA:CPU runs a step it loaded faster than one it compiled
     precompile.in_child(cfg)
   return loop.train(cfg, workdir, hooks=standard_hooks(cfg), **kwargs)
 

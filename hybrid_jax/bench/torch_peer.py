@@ -5,7 +5,8 @@ Copied from the project's shared PyTorch reference ``peers/torch_hybrid.py``: th
 optimizer and the step are unchanged; added are ``--threads``, which pins torch's intra-op
 threads so both sides run on the same number of cores, ``--serve`` (a long-lived worker of
 the bench: once warmed up it prints a JSON line, then each line ``n`` on stdin runs ``n``
-timed steps and prints their wall seconds) and a ``__main__`` guard. Same architecture as hybrid_jax's attention hybrids:
+timed steps and prints their wall seconds) and a ``__main__`` guard. Same architecture as
+hybrid_jax's attention hybrids:
 token embedding (tied head), pre-norm blocks of RMSNorm -> attention (RoPE, GQA; S layers see
 keys i-w < j <= i, F layers are causal) -> RMSNorm -> SwiGLU MLP, final RMSNorm; AdamW (b1 0.9,
 b2 0.95, wd 0.1) with global norm clipping 1.0; cross-entropy on random tokens. Prints one

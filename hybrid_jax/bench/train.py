@@ -445,7 +445,8 @@ def main(argv=None) -> int:
     if not a.no_breakdown:
       breakdowns.append(row)
       print(json.dumps(row), flush=True)
-    tokens = shape_config(shape).train.batch_size * shape_config(shape).data.seq_len
+    cfg = shape_config(shape)
+    tokens = cfg.train.batch_size * cfg.data.seq_len
     started = []
     try:
       for name, start in sides(shape, a, peer, compiled):

@@ -11,9 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from hybrid_jax.configs import base_config
 from hybrid_jax.errors import UserError
-from hybrid_jax.run import LAUNCH_FILE, RunDir, RunDirBusy, merge_config
+from hybrid_jax.run import LAUNCH_FILE, RunDir, RunDirBusy, config_from_values
 
 BUSY_EXIT_CODE = 75
 
@@ -28,8 +27,7 @@ def run(run_dir) -> int:
   # lazy: importing JAX and the trainer takes seconds; the run is marked started first
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted
   from hybrid_jax.training import train
-  cfg = base_config()                   # the schema's types and tuples, not raw JSON lists
-  merge_config(cfg, read_launch(run_dir)["config"])
+  cfg = config_from_values(read_launch(run_dir)["config"])   # the schema's types, not raw JSON
   try:
     status = train(cfg, run_dir, progress=False)
   except RunDirBusy as e:

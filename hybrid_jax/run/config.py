@@ -58,6 +58,12 @@ def load_config(workdir) -> ml_collections.ConfigDict:
     raise RunDirError(f"{path} is not a run directory (no {CONFIG_FILE})") from None
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     raise RunDirError(f"{path / CONFIG_FILE} is not valid JSON ({e})") from None
+  return config_from_values(values)
+
+
+def config_from_values(values: dict) -> ml_collections.ConfigDict:
+  """An unresolved config from config.json's values: the current schema's types, tuples and
+  defaults (``merge_config`` into ``base_config()``)."""
   cfg = base_config()
   merge_config(cfg, values)
   return cfg

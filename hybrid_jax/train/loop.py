@@ -105,6 +105,18 @@ def _mark_failed(run, step, total, e):
     pass
 
 
+def run_step(cfg, mesh, graphdef, rest, tx, state_shardings):
+  """A run's jitted train step, as the loop calls it (``train.precompile`` compiles the same
+  program ahead, so it must be built here only)."""
+  return make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings,
+                         microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size)
+
+
+def step_batch(cfg, mesh, local: dict) -> dict:
+  """This process's rows of a step's batch -> the global batch the train step takes."""
+  return sharding.global_batch(mesh, local, cfg.train.batch_size // cfg.train.microbatches)
+
+
 def _train_locked(cfg, run, progress, hooks) -> dict:
   total = cfg.derived.steps
 
@@ -143,8 +155,7 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   else:
     writer = _NoWriter()
   source = make_source(cfg)
-  train_step = make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings,
-                               microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size)
+  train_step = run_step(cfg, mesh, graphdef, rest, tx, state_shardings)
   rows = sharding.process_rows(cfg.train.batch_size)
   tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
   step = start
@@ -159,7 +170,7 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
         local = source.batch(step, rows=rows)
         if vote:
           local["stop"] = stop_votes(len(rows), stop.signum is not None)
-        batch = sharding.global_batch(mesh, local, cfg.train.batch_size // cfg.train.microbatches)
+        batch = step_batch(cfg, mesh, local)
         state, metrics = train_step(state, batch)
         step += 1
         # One process: stop now. Several: stop when the step before this one says any process

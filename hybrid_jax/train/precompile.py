@@ -9,8 +9,9 @@ shapes, 1.02-1.08x at the d_model 256 ones (``hybrid-jax bench train --cold``, o
 thread pools, and its XLA threads switch context ~4x as often); a child that compiles needs
 no knowledge of it. The training process then computes the same program, so losses are
 unchanged. Cost: one more process start, 3-6 s on 2 cores, also when the cache already
-holds the programs (telling that apart needs JAX's internal cache keys). Measured at the toy
-default's first run: 52-55 ms a step against 73-90 ms without the child.
+holds the programs (telling that apart needs JAX's internal cache keys). Timed by hand at the
+toy default's first run (no committed benchmark runs the whole command): 52-55 ms a step
+against 73-90 ms without the child.
 
 Only where it can help: the CPU backend, one process (a multi-process job compiles its own
 sharded program in each process), the persistent cache on (``hybrid-jax`` turns it on), and
@@ -22,15 +23,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import jax
 
 ENV = "HYBRID_JAX_PRECOMPILE"
 
 
-def wanted(cfg) -> bool:
-  """Whether a train command should compile ``cfg``'s first programs in a child first."""
+def wanted() -> bool:
+  """Whether a train command should compile its first programs in a child first."""
   from hybrid_jax.train import distributed
   if os.environ.get(ENV, "1") == "0" or distributed.requested():   # before any backend starts
     return False
@@ -39,50 +39,38 @@ def wanted(cfg) -> bool:
   return jax.default_backend() == "cpu" and jax.process_count() == 1
 
 
-def in_child(cfg, timeout_s: float = 900.0) -> bool:
+def in_child(cfg, timeout_s: float = 900.0) -> None:
   """Compile ``cfg``'s (resolved) init and train step in a child process, which writes them
-  to the persistent cache; True when it did. Its output is kept only for a failure."""
-  with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-    f.write(cfg.to_json())
+  to the persistent cache. Its failure or timeout is ignored: the caller compiles them."""
   try:
-    r = subprocess.run([sys.executable, "-m", "hybrid_jax.train.precompile", f.name],
-                       capture_output=True, text=True, timeout=timeout_s)
+    subprocess.run([sys.executable, "-m", "hybrid_jax.train.precompile"], input=cfg.to_json(),
+                   capture_output=True, text=True, timeout=timeout_s)
   except subprocess.TimeoutExpired:
-    return False
-  finally:
-    os.remove(f.name)
-  return r.returncode == 0
+    pass
 
 
 def compile_first_programs(cfg) -> None:
   """Compile (and with the persistent cache on, store) the programs a training process runs
-  first, as ``train.loop`` builds them: the state's init and the train step."""
+  first, built by the loop's own functions: the state's init and the train step."""
   from hybrid_jax.data import make_source
-  from hybrid_jax.train import sharding
+  from hybrid_jax.train import loop, sharding
   from hybrid_jax.train.state import init_state
-  from hybrid_jax.train.step import make_train_step
   mesh = sharding.make_mesh(cfg.mesh)
   graphdef, rest, state, tx, _ = init_state(cfg, mesh)
-  step = make_train_step(graphdef, rest, tx, mesh=mesh,
-                         state_shardings=sharding.state_shardings(mesh, state),
-                         microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size)
+  step = loop.run_step(cfg, mesh, graphdef, rest, tx, sharding.state_shardings(mesh, state))
   local = make_source(cfg).batch(0, rows=sharding.process_rows(cfg.train.batch_size))
-  batch = sharding.global_batch(mesh, local, cfg.train.batch_size // cfg.train.microbatches)
-  step.lower(state, batch).compile()
+  step.lower(state, loop.step_batch(cfg, mesh, local)).compile()
 
 
-def main(argv) -> int:
-  """The child: ``python -m hybrid_jax.train.precompile CONFIG.json`` (a resolved config)."""
-  from hybrid_jax.configs.base import base_config
+def main() -> int:
+  """The child: ``python -m hybrid_jax.train.precompile`` with a resolved config's JSON on
+  stdin."""
   from hybrid_jax.resolve import resolve
-  from hybrid_jax.run.config import merge_config
+  from hybrid_jax.run import config_from_values
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)   # store even fast ones
-  cfg = base_config()               # the schema's types and tuples, not raw JSON lists
-  with open(argv[0]) as f:
-    merge_config(cfg, json.load(f))
-  compile_first_programs(resolve(cfg))
+  compile_first_programs(resolve(config_from_values(json.load(sys.stdin))))
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main(sys.argv[1:]))
+  sys.exit(main())
