@@ -8,6 +8,12 @@ One malloc arena with mmap off and no trimming makes the freed block the next st
 faults go to zero. Memory stays at its peak instead of returning to the OS, which a
 training process reaches anyway. Only glibc has ``mallopt``; elsewhere this does nothing.
 ``HYBRID_JAX_MALLOC=system`` leaves malloc as it is.
+
+The price of one arena: XLA:CPU's pool threads share its lock for their ~5,000 mallocs a toy
+step, which is cheap in a fresh heap and not in one a compile has left fragmented (``perf``:
+13% of a toy step's samples in ``_int_malloc`` against 0.8%). That is why a CPU train
+command compiles its first programs in a child (``hybrid_jax.train.precompile``). This must
+run before JAX starts its threads: a thread keeps the arena it first allocated from.
 """
 
 import ctypes

@@ -1,6 +1,7 @@
-"""A CPU train command compiles its first programs in a child process, and the training
-process then loads its train step from the persistent compilation cache (XLA:CPU runs a
-step it loaded faster than one it compiled itself); the losses do not change."""
+"""A CPU train command compiles its first programs in a child process (none when a receipt
+says an earlier child did and the cache still holds them), and the training process then
+loads its train step from the persistent compilation cache (XLA:CPU runs a step it loaded
+faster than one it compiled itself); the losses do not change."""
 
 import json
 import os
@@ -27,3 +28,40 @@ def test_a_cpu_train_command_loads_its_step_from_the_cache_a_child_filled(tmp_pa
   err_off, losses_off = _train(tmp_path, "off", "0")
   assert "Persistent compilation cache hit for 'jit_train_step'" not in err_off
   assert len(losses) == 2 and losses == losses_off
+
+
+def test_a_child_leaves_a_receipt_so_a_rerun_starts_no_child(monkeypatch):
+  """A child that compiled records its programs' cache keys; the same config again (a rerun,
+  a resume) then starts no child while the cache holds them. Another config, or an entry
+  the cache evicted, brings the child back."""
+  from hybrid_jax.configs.default import get_config
+  from hybrid_jax.resolve import resolve
+  from hybrid_jax.train import precompile
+
+  def config(window):
+    c = get_config()
+    c.model.window = window
+    c.train.tokens = 20 * 8 * 256
+    return resolve(c)
+
+  cfg = config(24)
+  precompile.receipt(cfg).unlink(missing_ok=True)
+  assert not precompile.cached(cfg)
+  precompile.in_child(cfg)
+  assert precompile.cached(cfg)
+  keys = json.loads(precompile.receipt(cfg).read_text())["keys"]
+  assert sorted(keys) == ["jit_init", "jit_train_step"]
+
+  def no_child(*args, **kwargs):
+    raise AssertionError("a child was started")
+  monkeypatch.setattr(precompile.subprocess, "run", no_child)
+  precompile.in_child(cfg)                                  # cached: returns at once
+  assert not precompile.cached(config(20))                  # another program: no receipt
+  entry = precompile.Path(precompile.jax.config.jax_compilation_cache_dir) / (
+      keys["jit_train_step"] + "-cache")
+  moved = entry.with_name(entry.name + ".moved")
+  entry.rename(moved)                                       # as if the cache evicted it
+  try:
+    assert not precompile.cached(cfg)
+  finally:
+    moved.rename(entry)

@@ -5,28 +5,44 @@ them from there instead of compiling them itself.
 Why: on XLA:CPU a process that has compiled a program before its train step first runs runs
 that step slower than a process that loaded it from the cache: 1.38-1.45x at the four toy
 shapes, 1.02-1.08x at the d_model 256 ones (``hybrid-jax bench train --cold``, one run on a
-2-core host). The cause inside XLA is not pinned down (a slow process holds the compiler's
-thread pools, and its XLA threads switch context ~4x as often); a child that compiles needs
-no knowledge of it. The training process then computes the same program, so losses are
-unchanged. Cost: one more process start, 3-6 s on 2 cores, also when the cache already
-holds the programs (telling that apart needs JAX's internal cache keys). Timed by hand at the
-toy default's first run (no committed benchmark runs the whole command): 52-55 ms a step
-against 73-90 ms without the child.
+2-core host). The cause is the C heap, not XLA's code: ``hybrid_jax.host_memory`` puts every
+thread on glibc's one main malloc arena (so that the step's ~100 MB of temporaries are reused
+instead of mapped afresh), and compiling leaves that arena full of scattered free chunks.
+XLA:CPU's two pool threads then make ~5,000 mallocs a step into it under one lock: ``perf``
+put 13% of a slow toy process's samples in glibc's ``_int_malloc`` (0.8% in a loaded one) and
+8% in the kernel (3%), mostly lock waits, hence the pool threads' extra context switches. A
+child's heap dies with it. The training process then computes the same program, so losses
+are unchanged. Timed by hand at the toy default's first run (no committed benchmark runs the
+whole command): 52-55 ms a step against 73-90 ms without the child.
+
+Cost: one more process start, 3-6 s on 2 cores. A child that compiled writes a receipt
+beside the cache (``receipt``): the cache keys of its programs, filed under a digest of
+everything that shapes them (the resolved config, the project's source, the JAX version and
+flags, the host). A later command whose receipt is there and whose cache entries still exist
+(a rerun, a resume) starts no child. A receipt that is wrong costs only speed: the training
+process then compiles what it lacks, as without the child.
 
 Only where it can help: the CPU backend, one process (a multi-process job compiles its own
-sharded program in each process), the persistent cache on (``hybrid-jax`` turns it on), and
+sharded program in each process; its processes are single-threaded, and a cold one measured
+as fast as a loaded one), the persistent cache on (``hybrid-jax`` turns it on), and
 ``HYBRID_JAX_PRECOMPILE`` not ``0``. A child that fails costs nothing but its time: the
 training process compiles as before.
 """
 
+import hashlib
 import json
+import logging
 import os
+import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 
 ENV = "HYBRID_JAX_PRECOMPILE"
+PROGRAMS = ("jit_init", "jit_train_step")
+_SOURCES = ("hybrid_jax", "pallas_kernels")    # the packages whose code the programs trace
 
 
 def wanted() -> bool:
@@ -39,9 +55,42 @@ def wanted() -> bool:
   return jax.default_backend() == "cpu" and jax.process_count() == 1
 
 
+def receipt(cfg) -> Path:
+  """Where a child records the cache keys of ``cfg``'s first programs: a file named by a
+  digest of what shapes those programs (any change makes a new name, so a stale receipt is
+  never read)."""
+  h = hashlib.sha256()
+  h.update(json.dumps(json.loads(cfg.to_json()), sort_keys=True).encode())
+  root = Path(__file__).resolve().parents[2]
+  for package in _SOURCES:
+    for path in sorted((root / package).rglob("*.py")):
+      h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+  env = sorted((k, v) for k, v in os.environ.items()
+               if k.startswith(("JAX_", "XLA_")) and k not in ("JAX_LOG_COMPILES", "JAX_COMPILATION_CACHE_DIR"))
+  import jaxlib
+  h.update(repr((jax.__version__, jaxlib.__version__, sys.version, platform.node(),
+                 platform.machine(), env)).encode())
+  return Path(jax.config.jax_compilation_cache_dir) / "hybrid_jax_precompiled" / h.hexdigest()
+
+
+def cached(cfg) -> bool:
+  """Whether a child already compiled ``cfg``'s first programs and the cache still holds
+  them (the cache evicts entries when it outgrows its size limit)."""
+  try:
+    keys = json.loads(receipt(cfg).read_text())["keys"]
+  except (OSError, ValueError, KeyError, TypeError):
+    return False
+  cache = Path(jax.config.jax_compilation_cache_dir)
+  return set(keys) >= set(PROGRAMS) and all(
+      (cache / f"{key}-cache").exists() for key in keys.values())
+
+
 def in_child(cfg, timeout_s: float = 900.0) -> None:
   """Compile ``cfg``'s (resolved) init and train step in a child process, which writes them
-  to the persistent cache. Its failure or timeout is ignored: the caller compiles them."""
+  to the persistent cache, unless a receipt says it is done (``cached``). Its failure or
+  timeout is ignored: the caller compiles them."""
+  if cached(cfg):
+    return
   try:
     subprocess.run([sys.executable, "-m", "hybrid_jax.train.precompile"], input=cfg.to_json(),
                    capture_output=True, text=True, timeout=timeout_s)
@@ -62,13 +111,41 @@ def compile_first_programs(cfg) -> None:
   step.lower(state, loop.step_batch(cfg, mesh, local)).compile()
 
 
+class _CacheKeys(logging.Handler):
+  """Collects the persistent cache's key of each program compiled or loaded, from JAX's
+  own log records ("... cache hit/MISS for 'jit_x' with key 'jit_x-...'")."""
+
+  def __init__(self):
+    super().__init__(logging.DEBUG)
+    self.keys = {}
+
+  def emit(self, record):
+    if "cache" in str(record.msg).lower() and len(record.args or ()) == 2:
+      name, key = record.args
+      if name in PROGRAMS and isinstance(key, str) and key.startswith(name):
+        self.keys[name] = key
+
+
 def main() -> int:
   """The child: ``python -m hybrid_jax.train.precompile`` with a resolved config's JSON on
-  stdin."""
+  stdin. Writes the receipt once both programs are in the cache."""
   from hybrid_jax.resolve import resolve
-  from hybrid_jax.run import config_from_values
+  from hybrid_jax.run import atomic_write_text, config_from_values
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)   # store even fast ones
-  compile_first_programs(resolve(config_from_values(json.load(sys.stdin))))
+  cfg = resolve(config_from_values(json.load(sys.stdin)))
+  logger, keys = logging.getLogger("jax._src.compiler"), _CacheKeys()
+  level = logger.level
+  logger.addHandler(keys)
+  logger.setLevel(logging.DEBUG)
+  try:
+    compile_first_programs(cfg)
+  finally:
+    logger.removeHandler(keys)
+    logger.setLevel(level)
+  cache = Path(jax.config.jax_compilation_cache_dir)
+  if set(keys.keys) == set(PROGRAMS) and all((cache / f"{k}-cache").exists()
+                                             for k in keys.keys.values()):
+    atomic_write_text(receipt(cfg), json.dumps(dict(keys=keys.keys)))
   return 0
 
 
