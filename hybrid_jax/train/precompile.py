@@ -39,6 +39,7 @@ import sys
 from pathlib import Path
 
 import jax
+import jaxlib
 
 ENV = "HYBRID_JAX_PRECOMPILE"
 PROGRAMS = ("jit_init", "jit_train_step")
@@ -65,9 +66,8 @@ def receipt(cfg) -> Path:
   for package in _SOURCES:
     for path in sorted((root / package).rglob("*.py")):
       h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-  env = sorted((k, v) for k, v in os.environ.items()
-               if k.startswith(("JAX_", "XLA_")) and k not in ("JAX_LOG_COMPILES", "JAX_COMPILATION_CACHE_DIR"))
-  import jaxlib
+  env = sorted((k, v) for k, v in os.environ.items() if k.startswith(("JAX_", "XLA_"))
+               and k not in ("JAX_LOG_COMPILES", "JAX_COMPILATION_CACHE_DIR"))
   h.update(repr((jax.__version__, jaxlib.__version__, sys.version, platform.node(),
                  platform.machine(), env)).encode())
   return Path(jax.config.jax_compilation_cache_dir) / "hybrid_jax_precompiled" / h.hexdigest()
