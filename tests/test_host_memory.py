@@ -38,3 +38,19 @@ def test_step_temporaries_do_not_page_fault_after_the_first_call():
   tuned = _faults_per_call()
   assert system > 20_000, f"the probe no longer allocates fresh pages per call ({system} faults)"
   assert tuned < 0.05 * system, f"{tuned} page faults per call with the heap kept, {system} without"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
+def test_an_import_after_jax_started_its_threads_warns_in_one_line():
+  def stderr(code):
+    r = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True,
+                       text=True, check=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    return r.stderr
+  said = "imported after JAX started its CPU threads"
+  late = [l for l in stderr("import jax; jax.devices(); import hybrid_jax").splitlines()
+          if said in l]
+  assert len(late) == 1 and "import hybrid_jax before running any JAX op" in late[0]
+  early = stderr("import hybrid_jax, jax; jax.devices()\n"
+                 "from hybrid_jax.host_memory import jax_threads_started\n"
+                 "assert jax_threads_started()")              # the threads are seen once they run
+  assert said not in early
