@@ -98,3 +98,18 @@ def test_readers_of_a_run_never_build_optimizer_moments(trained, monkeypatch):
   _, _, fresh = state.init_params(cfg)
   assert jax.tree.structure(params) == jax.tree.structure(abstract) == jax.tree.structure(fresh)
   assert [x.shape for x in jax.tree.leaves(params)] == [x.shape for x in jax.tree.leaves(fresh)]
+
+
+@pytest.mark.parametrize("seed", [0, 5, -3])
+def test_init_takes_the_seed_as_an_argument_and_gives_the_constant_seeds_parameters(seed):
+  """One compiled init serves every seed (a seed sweep loads it from the cache), and its
+  parameters are bitwise those of the seed built in as a constant (``init_params``)."""
+  cfg = tiny_config()
+  cfg.train.seed = seed
+  cfg = resolve(cfg)
+  assert state._seed_argument(seed) == (seed,)
+  _, _, train_state, _, _ = state.init_state(cfg)
+  _, _, params = state.init_params(cfg)
+  for a, b in zip(jax.tree.leaves(train_state["params"]), jax.tree.leaves(params), strict=True):
+    assert a.dtype == b.dtype and bool((a == b).all())
+  assert state._seed_argument(2 ** 40) == ()                 # outside int32: a constant

@@ -32,16 +32,17 @@ def test_a_cpu_train_command_loads_its_step_from_the_cache_a_child_filled(tmp_pa
 
 def test_a_child_leaves_a_receipt_so_a_rerun_starts_no_child(monkeypatch):
   """A child that compiled records its programs' cache keys; the same config again (a rerun,
-  a resume) then starts no child while the cache holds them. Another config, or an entry
-  the cache evicted, brings the child back."""
+  a resume, another seed) then starts no child while the cache holds them. Another config,
+  or an entry the cache evicted, brings the child back."""
   from hybrid_jax.configs.default import get_config
   from hybrid_jax.resolve import resolve
   from hybrid_jax.train import precompile
 
-  def config(window):
+  def config(window, seed=0):
     c = get_config()
     c.model.window = window
     c.train.tokens = 20 * 8 * 256
+    c.train.seed = seed
     return resolve(c)
 
   cfg = config(24)
@@ -56,6 +57,7 @@ def test_a_child_leaves_a_receipt_so_a_rerun_starts_no_child(monkeypatch):
     raise AssertionError("a child was started")
   monkeypatch.setattr(precompile.subprocess, "run", no_child)
   precompile.in_child(cfg)                                  # cached: returns at once
+  precompile.in_child(config(24, seed=3))                   # a seed sweep shares the programs
   assert not precompile.cached(config(20))                  # another program: no receipt
   entry = precompile.Path(precompile.jax.config.jax_compilation_cache_dir) / (
       keys["jit_train_step"] + "-cache")

@@ -3,6 +3,7 @@ loading, analyses, benches) build the model's structure here, params only, and n
 optimizer moments."""
 
 import jax
+import numpy as np
 
 from hybrid_jax.configs import require_resolved
 from hybrid_jax.flax_nnx import nnx
@@ -23,8 +24,8 @@ def init_state(cfg, mesh=None):
   require_resolved(cfg, "init_state")
   tx, schedule = make_optimizer(cfg.train, cfg.derived.steps)
 
-  def init():
-    model = build_model(cfg.model, cfg.train.seed)
+  def init(*seed):                          # the seed: an argument, or a constant (below)
+    model = build_model(cfg.model, jax.random.key(seed[0]) if seed else cfg.train.seed)
     _, params, rest = nnx.split(model, nnx.Param, ...)
     return dict(params=params, opt_state=tx.init(params)), rest
 
@@ -34,8 +35,20 @@ def init_state(cfg, mesh=None):
     abstract_state, abstract_rest = jax.eval_shape(init)
     out_shardings = (sharding.state_shardings(mesh, abstract_state),
                      jax.tree.map(lambda _: sharding.replicated(mesh), abstract_rest))
-  state, rest = jax.jit(init, out_shardings=out_shardings)()
+  state, rest = jax.jit(init, out_shardings=out_shardings)(*_seed_argument(cfg.train.seed))
   return graphdef, rest, state, tx, schedule
+
+
+def _seed_argument(seed: int) -> tuple:
+  """``(np.int32(seed),)``: the init program takes the seed as an argument, so runs that
+  differ only in their seed share one compiled program (the persistent cache, and the
+  precompile receipt, ``train.precompile``); an int32 seed gives the same key traced as
+  constant, so the parameters are bitwise those of a constant seed. ``()`` (a constant) for
+  a seed outside int32, and in a multi-process job, whose jitted programs take global
+  arrays, not host scalars."""
+  if jax.process_count() > 1 or not -2 ** 31 <= seed < 2 ** 31:
+    return ()
+  return (np.int32(seed),)
 
 
 def abstract_state(cfg, mesh):
