@@ -17,9 +17,9 @@ whole command): 52-55 ms a step against 73-90 ms without the child.
 
 Cost: one more process start, 3-6 s on 2 cores. A child that compiled writes a receipt
 beside the cache (``receipt``): the cache keys of its programs, filed under a digest of
-everything that shapes them (the resolved config, the project's source, the JAX version and
-flags, the host). A later command whose receipt is there and whose cache entries still exist
-(a rerun, a resume) starts no child. A receipt that is wrong costs only speed: the training
+everything that shapes them (the resolved config less its seeds, the project's source, the
+JAX version and flags, the host). A later command whose receipt is there and whose cache
+entries still exist (a rerun, a resume, another seed) starts no child. A receipt that is wrong costs only speed: the training
 process then compiles what it lacks, as without the child.
 
 Only where it can help: the CPU backend, one process (a multi-process job compiles its own
