@@ -6,7 +6,10 @@ XLA:CPU records one trace event per executed HLO instruction (fusions included);
 instruction's ``op_name`` metadata carries the ``jax.named_scope`` path it was traced
 under, forward and backward alike, so summing event durations by scope gives the
 breakdown. Ops run on several threads at once, so the shares are of summed op time, not
-of wall time.
+of wall time. One blind spot: XLA:CPU runs Eigen's matmuls (those whose contracted axis
+leads the left operand: weight gradients, attention's dK and dV) as asynchronous tasks, so
+their events cover the launch, not the work (d256: ~70 ms of ``dot`` events a step for ~26
+GFLOP), and scaled to the wall step that time is spread over every group.
 """
 
 import collections
