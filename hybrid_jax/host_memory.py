@@ -16,7 +16,7 @@ command compiles its first programs in a child (``hybrid_jax.train.precompile``)
 run before JAX starts its threads: a thread keeps the arena it first allocated from. Where
 JAX's threads already run when ``hybrid_jax`` is imported (a notebook that ran a JAX op
 first), the step's temporaries are mapped afresh every step (toy step 65-72 ms against
-40-42 ms), so the import says so in one warning.
+40-42 ms, timed by hand), so the import says so in one warning.
 """
 
 import ctypes

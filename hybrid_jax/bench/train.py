@@ -363,12 +363,6 @@ def sides(shape, a, peer: bool, compiled) -> list[tuple[str, callable]]:
   return out
 
 
-def _median(xs):
-  xs = sorted(xs)
-  n = len(xs)
-  return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
-
-
 def _parser():
   p = argparse.ArgumentParser(prog="hybrid-jax bench train", description=__doc__.splitlines()[0])
   p.add_argument("--shapes", default=DEFAULT_SHAPES,
@@ -478,13 +472,13 @@ def summarize(rows) -> dict:
   for shape in dict.fromkeys(r["shape"] for r in rows):
     mine = [r for r in rows if r["shape"] == shape]
     proj = {r["round"]: r["tokens_per_s"] for r in mine if r["side"] == "project"}
-    entry = dict(project_tokens_per_s=round(_median(list(proj.values()))))
+    entry = dict(project_tokens_per_s=round(statistics.median(list(proj.values()))))
     for side in dict.fromkeys(r["side"] for r in mine if r["side"] != "project"):
       ratios = [proj[r["round"]] / r["tokens_per_s"] for r in mine
                 if r["side"] == side and r["round"] in proj]
-      entry[f"{side}_tokens_per_s"] = round(_median([r["tokens_per_s"] for r in mine
-                                                     if r["side"] == side]))
-      entry[f"project_over_{side}"] = round(_median(ratios), 3)
+      entry[f"{side}_tokens_per_s"] = round(statistics.median(
+          [r["tokens_per_s"] for r in mine if r["side"] == side]))
+      entry[f"project_over_{side}"] = round(statistics.median(ratios), 3)
       entry[f"project_over_{side}_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
     out[shape] = entry
   return out

@@ -19,8 +19,9 @@ Cost: one more process start, 3-6 s on 2 cores. A child that compiled writes a r
 beside the cache (``receipt``): the cache keys of its programs, filed under a digest of
 everything that shapes them (the resolved config less its seeds, the project's source, the
 JAX version and flags, the host). A later command whose receipt is there and whose cache
-entries still exist (a rerun, a resume, another seed) starts no child. A receipt that is wrong costs only speed: the training
-process then compiles what it lacks, as without the child.
+entries still exist (a rerun, a resume, another seed) starts no child. A receipt that is
+wrong costs only speed: the training process then compiles what it lacks, as without the
+child.
 
 Only where it can help: the CPU backend, one process (a multi-process job compiles its own
 sharded program in each process; its processes are single-threaded, and a cold one measured
@@ -86,9 +87,15 @@ def cached(cfg) -> bool:
     keys = json.loads(receipt(cfg).read_text())["keys"]
   except (OSError, ValueError, KeyError, TypeError):
     return False
+  return _all_in_cache(keys)
+
+
+def _all_in_cache(keys: dict) -> bool:
+  """Whether ``keys`` ({program: cache key}) name every first program and the persistent
+  cache holds a file for each (JAX's file cache names it ``<key>-cache``)."""
   cache = Path(jax.config.jax_compilation_cache_dir)
-  return set(keys) >= set(PROGRAMS) and all(
-      (cache / f"{key}-cache").exists() for key in keys.values())
+  return set(keys) == set(PROGRAMS) and all((cache / f"{key}-cache").exists()
+                                            for key in keys.values())
 
 
 def in_child(cfg, timeout_s: float = 900.0) -> None:
@@ -148,9 +155,7 @@ def main() -> int:
   finally:
     logger.removeHandler(keys)
     logger.setLevel(level)
-  cache = Path(jax.config.jax_compilation_cache_dir)
-  if set(keys.keys) == set(PROGRAMS) and all((cache / f"{k}-cache").exists()
-                                             for k in keys.keys.values()):
+  if _all_in_cache(keys.keys):
     atomic_write_text(receipt(cfg), json.dumps(dict(keys=keys.keys)))
   return 0
 

@@ -44,8 +44,8 @@ def _seed_argument(seed: int) -> tuple:
   differ only in their seed share one compiled program (the persistent cache, and the
   precompile receipt, ``train.precompile``); an int32 seed gives the same key traced as
   constant, so the parameters are bitwise those of a constant seed. ``()`` (a constant) for
-  a seed outside int32, and in a multi-process job, whose jitted programs take global
-  arrays, not host scalars."""
+  a seed outside int32, and in a multi-process job: the precompile child that this serves
+  runs only in one process, and the argument was not tried across processes."""
   if jax.process_count() > 1 or not -2 ** 31 <= seed < 2 ** 31:
     return ()
   return (np.int32(seed),)
