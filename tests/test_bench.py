@@ -240,3 +240,10 @@ def test_a_failed_worker_is_one_line_that_names_the_file_with_its_whole_output()
   path = re.search(r"its whole output: (\S+)\)$", message).group(1)
   assert "F0000 Check failed: the cause" in open(path).read()
   os.remove(path)
+
+
+def test_the_host_breakdown_times_a_save_beside_the_per_array_baseline(tiny):
+  from hybrid_jax.resolve import resolve
+  host = train.host_seconds(resolve(tiny()), reps=2)
+  assert {"checkpoint_check", "checkpoint_save", "checkpoint_save_per_array"} <= set(host)
+  assert 0 < host["checkpoint_save"] and 0 < host["checkpoint_save_per_array"]

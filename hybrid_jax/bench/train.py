@@ -16,7 +16,8 @@ the step itself runs it slower at the toy shapes: ``--cold`` times that too), an
 ``--no-breakdown``, it prints the breakdown. The breakdown splits the compiled step's op
 time by the named scopes the model sets (``bench.profile``), scaled to the step's wall time,
 and times the host-side work the training loop does between steps: building the batch,
-putting it on the device, fetching metrics at a log step, the checkpoint check.
+putting it on the device, fetching metrics at a log step, the checkpoint check; and a
+checkpoint save, beside the same state saved one array per leaf (``run.packed_state``).
 """
 
 import argparse
@@ -30,6 +31,7 @@ import sys
 import tempfile
 
 import jax
+import orbax.checkpoint as ocp
 
 from hybrid_jax.bench import BenchError
 from hybrid_jax.bench.profile import op_time_by_group
@@ -170,6 +172,12 @@ def host_seconds(cfg, reps: int = 20) -> dict:
     ckpt = Checkpointer(os.path.join(d, "checkpoints"), cfg.checkpoint, cfg.derived.steps)
     off_steps = iter(s for s in range(2, 10 ** 9) if s % cfg.checkpoint.every and s & (s - 1))
     out["checkpoint_check"] = median_seconds(lambda: ckpt.save(next(off_steps), state), reps, 0)
+    # A save as the loop makes it (packed when small: ``run.packed_state``), and, as the
+    # baseline in the same run, the same state saved one array per leaf (orbax's own form).
+    saves = iter(range(10 ** 9, 2 * 10 ** 9))
+    out["checkpoint_save"] = median_seconds(lambda: ckpt.save(next(saves), state, True), 5)
+    out["checkpoint_save_per_array"] = median_seconds(lambda: ckpt.manager.save(
+        next(saves), args=ocp.args.StandardSave(state), force=True), 5)
     ckpt.close()
   return out
 

@@ -4,6 +4,8 @@ The trainer's ``Checkpointer`` creates directories and cleans up temporary ones,
 delete a step a live trainer is still writing; readers therefore open the checkpoint
 directory with a read-only orbax manager (in-progress steps are invisible to it) and
 restore only the parameters: the optimizer moments, twice their size, are never read.
+Either checkpoint form is read: one array per leaf, or packed (``packed_state``), whose
+params part is read alone just the same.
 (Apart from ``checkpoints.py`` so that listing steps does not import orbax and JAX.)
 """
 
@@ -11,8 +13,10 @@ import logging
 from pathlib import Path
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
+from hybrid_jax.run import packed_state
 from hybrid_jax.run.checkpoints import CHECKPOINT_DIR
 from hybrid_jax.run.errors import RunDirError
 
@@ -25,7 +29,8 @@ def open_read_only(workdir) -> ocp.CheckpointManager:
   try:
     return ocp.CheckpointManager(
         Path(workdir).absolute() / CHECKPOINT_DIR,
-        options=ocp.CheckpointManagerOptions(read_only=True, create=False))
+        options=ocp.CheckpointManagerOptions(read_only=True, create=False),
+        item_handlers=ocp.PyTreeCheckpointHandler())
   finally:
     absl_logger.setLevel(level)
 
@@ -38,6 +43,8 @@ def restore_params(manager, workdir, step: int, abstract_params, sharding):
   target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
                         abstract_params)
   try:
+    if packed_state.is_packed(manager.item_metadata(step)):
+      return _restore_packed_params(manager, step, target)
     state = manager.restore(step, args=ocp.args.PyTreeRestore(
         item=dict(params=target), restore_args=dict(params=restore_args), partial_restore=True))
   except Exception as e:  # a corrupt or foreign checkpoint
@@ -45,3 +52,16 @@ def restore_params(manager, workdir, step: int, abstract_params, sharding):
     raise RunDirError(f"cannot restore checkpoint {step} of {workdir}: "
                       f"{type(e).__name__}: {first}") from e
   return state["params"]
+
+
+def _restore_packed_params(manager, step: int, target):
+  """The params of a packed checkpoint: its params arrays and layout only (host arrays; the
+  placeholders' shapes are not used, orbax reads the stored ones)."""
+  names = dict.fromkeys(np.dtype(x.dtype).name for x in jax.tree.leaves(target))
+  item = {packed_state.PACKED: {"params": {n: np.zeros(0, n) for n in names}},
+          packed_state.LAYOUT: np.zeros(0, np.uint8)}
+  host = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)
+  got = manager.restore(step, args=ocp.args.PyTreeRestore(item=item, restore_args=host,
+                                                          partial_restore=True))
+  return packed_state.unpack(got[packed_state.PACKED], got[packed_state.LAYOUT],
+                             {"params": target})["params"]

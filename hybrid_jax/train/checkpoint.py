@@ -1,6 +1,8 @@
 """Orbax checkpoints: log-spaced ones kept forever (emergence analysis needs early points),
 plus a rolling latest one every ``checkpoint.every`` steps. Orbax writes each step into a
-temporary directory and renames it when complete, so a crash never leaves a torn step."""
+temporary directory and renames it when complete, so a crash never leaves a torn step.
+A small unsharded state is saved packed (``hybrid_jax.run.packed_state``: orbax's cost is
+per array); either form restores."""
 
 import contextlib
 import logging
@@ -8,6 +10,8 @@ import logging
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
 from orbax.checkpoint.checkpoint_managers import save_decision_policy as sdp
+
+from hybrid_jax.run import packed_state
 
 
 @contextlib.contextmanager
@@ -46,7 +50,8 @@ class Checkpointer:
             pp.CustomSteps(self.kept_steps), pp.LatestN(1)]),
         enable_async_checkpointing=False, cleanup_tmp_directories=True, create=True)
     with quiet_orbax_logs():        # a corrupt step's metadata: resume reports it in one line
-      self.manager = ocp.CheckpointManager(directory, options=options)
+      self.manager = ocp.CheckpointManager(directory, options=options,
+                                           item_handlers=ocp.StandardCheckpointHandler())
 
   def latest_step(self) -> int | None:
     return self.manager.latest_step()
@@ -56,7 +61,10 @@ class Checkpointer:
     return list(self.manager.all_steps())
 
   def save(self, step: int, state, force: bool = False) -> bool:
-    saved = self.manager.save(step, args=ocp.args.StandardSave(state), force=force)
+    if not (force or self.manager.should_save(step)):
+      return False                          # no host copy on the steps that are not saved
+    item = packed_state.pack(state) if packed_state.packable(state) else state
+    saved = self.manager.save(step, args=ocp.args.StandardSave(item), force=force)
     self.manager.wait_until_finished()
     return saved
 
@@ -65,6 +73,12 @@ class Checkpointer:
     self.manager.reload()
 
   def restore(self, step: int, abstract_state):
+    """The state of ``step``, shaped and placed like ``abstract_state`` (ShapeDtypeStructs
+    with shardings), from either checkpoint form."""
+    if packed_state.is_packed(self.manager.item_metadata(step)):
+      item = self.manager.restore(step, args=ocp.args.StandardRestore())
+      return packed_state.unpack(item[packed_state.PACKED], item[packed_state.LAYOUT],
+                                 abstract_state)
     return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_state))
 
   def close(self):

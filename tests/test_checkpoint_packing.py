@@ -1,0 +1,124 @@
+"""Packed checkpoints (``hybrid_jax.run.packed_state``): a small unsharded state is saved as a
+few flat arrays and restores bitwise, for the trainer and for readers of the params alone;
+per-array checkpoints still restore; another model's checkpoint is refused in one line; a
+sharded or large state is saved array by array."""
+
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from hybrid_jax.resolve import resolve
+from hybrid_jax.run import RunDirError, packed_state
+from hybrid_jax.run.restore import open_read_only, restore_params
+from hybrid_jax.train.checkpoint import Checkpointer
+from hybrid_jax.train.state import abstract_model, init_state
+
+
+def _state(tiny, **model):
+  cfg = resolve(tiny(**model))
+  return cfg, init_state(cfg)[2]
+
+
+def _abstract(state):
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+                      state)
+
+
+def _assert_bitwise(a, b):
+  assert jax.tree.structure(a) == jax.tree.structure(b)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    assert x.dtype == y.dtype and x.shape == y.shape
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def _saved_arrays(directory, step):
+  reader = ocp.CheckpointManager(directory, options=ocp.CheckpointManagerOptions(
+      read_only=True, create=False), item_handlers=ocp.PyTreeCheckpointHandler())
+  tree = reader.item_metadata(step).tree
+  reader.close()
+  return tree, len(jax.tree.leaves(tree, is_leaf=lambda x: hasattr(x, "shape")))
+
+
+def test_a_small_state_is_saved_as_few_arrays_and_restores_bitwise(tiny, tmp_path):
+  cfg, state = _state(tiny)
+  ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
+  assert ckpt.save(4, state)
+  tree, n_arrays = _saved_arrays(tmp_path / "checkpoints", 4)
+  assert packed_state.is_packed(tree)
+  assert n_arrays <= 4 < len(jax.tree.leaves(state))   # params f32, moments f32 + i32, layout
+  _assert_bitwise(ckpt.restore(4, _abstract(state)), state)
+  ckpt.close()
+
+
+def test_readers_restore_params_from_packed_and_per_array_checkpoints(tiny, tmp_path):
+  cfg, state = _state(tiny)
+  ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
+  ckpt.save(4, state)
+  # A per-array checkpoint, as this project wrote before packing.
+  ckpt.manager.save(8, args=ocp.args.StandardSave(state), force=True)
+  ckpt.close()
+  assert not packed_state.is_packed(_saved_arrays(tmp_path / "checkpoints", 8)[0])
+  _, abstract_params, _ = abstract_model(cfg.model, cfg.train.seed)
+  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  reader = open_read_only(tmp_path)
+  for step in (4, 8):
+    params = restore_params(reader, tmp_path, step, abstract_params, device)
+    for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(state["params"])):
+      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+  reader.close()
+  trainer = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
+  _assert_bitwise(trainer.restore(8, _abstract(state)), state)
+  trainer.close()
+
+
+def test_a_packed_checkpoint_of_another_model_is_refused_in_one_line(tiny, tmp_path):
+  cfg, state = _state(tiny)
+  ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
+  ckpt.save(4, state)
+  wider, other = _state(tiny, d_model=48)
+  with pytest.raises(ValueError, match=r"kernel.* is \[48, 24\] float32 here but \[32, 16\] float32 in the checkpoint"):
+    ckpt.restore(4, _abstract(other))
+  ckpt.close()
+  _, abstract_params, _ = abstract_model(wider.model, wider.train.seed)
+  reader = open_read_only(tmp_path)
+  with pytest.raises(RunDirError) as e:
+    restore_params(reader, tmp_path, 4, abstract_params,
+                   jax.sharding.SingleDeviceSharding(jax.local_devices()[0]))
+  reader.close()
+  assert "cannot restore checkpoint 4" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_large_state_is_not_packed(tiny, monkeypatch):
+  _, state = _state(tiny)
+  assert packed_state.packable(state)
+  monkeypatch.setattr(packed_state, "PACK_MAX_BYTES", 1024)
+  assert not packed_state.packable(state)
+
+
+def test_a_sharded_state_is_not_packed_and_a_replicated_one_is():
+  script = textwrap.dedent("""
+      import jax, jax.numpy as jnp, numpy as np
+      from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+      from hybrid_jax.run import packed_state
+      mesh = Mesh(np.array(jax.devices()), ("fsdp",))
+      x = jnp.arange(16.0).reshape(4, 4)
+      split = {"params": {"w": jax.device_put(x, NamedSharding(mesh, P("fsdp")))}}
+      whole = {"params": {"w": jax.device_put(x, NamedSharding(mesh, P()))}}
+      abstract = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype,
+                                                             sharding=a.sharding), split)
+      saved = packed_state.pack(whole)
+      back = packed_state.unpack(saved["packed"], saved["layout"], abstract)   # onto shards
+      assert back["params"]["w"].sharding == split["params"]["w"].sharding
+      np.testing.assert_array_equal(np.asarray(back["params"]["w"]), np.asarray(x))
+      print(packed_state.packable(split), packed_state.packable(whole))
+      """)
+  from hybrid_jax.bench.mesh import host_devices_env
+  r = subprocess.run([sys.executable, "-c", script], env=host_devices_env(2),
+                     capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert r.stdout.split() == ["False", "True"]
