@@ -27,8 +27,9 @@ PACK_MAX_BYTES = 2 ** 28                 # 256 MB: above it the per-array cost i
 
 
 def packable(state) -> bool:
+  """Whether ``state`` {part: pytree} is saved packed: small, and every array whole here."""
   leaves = jax.tree.leaves(state)
-  return (bool(leaves) and sum(x.nbytes for x in leaves) <= PACK_MAX_BYTES
+  return (isinstance(state, dict) and bool(leaves) and sum(x.nbytes for x in leaves) <= PACK_MAX_BYTES
           and all(not jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)
                   and (not isinstance(x, jax.Array) or x.is_fully_replicated) for x in leaves))
 
