@@ -44,10 +44,27 @@ def _saved_arrays(directory, step):
   return tree, len(jax.tree.leaves(tree, is_leaf=lambda x: hasattr(x, "shape")))
 
 
-def test_a_small_state_is_saved_as_few_arrays_and_restores_bitwise(tiny, tmp_path):
+def _saved_at_4(tiny, tmp_path):
+  """(cfg, state, open Checkpointer) of a tiny model whose state is saved at step 4."""
   cfg, state = _state(tiny)
   ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
   assert ckpt.save(4, state)
+  return cfg, state, ckpt
+
+
+def _read_params(workdir, step, cfg):
+  """The params of checkpoint ``step`` as evaluation and loading read them."""
+  _, abstract_params, _ = abstract_model(cfg.model, cfg.train.seed)
+  reader = open_read_only(workdir)
+  try:
+    return restore_params(reader, workdir, step, abstract_params,
+                          jax.sharding.SingleDeviceSharding(jax.local_devices()[0]))
+  finally:
+    reader.close()
+
+
+def test_a_small_state_is_saved_as_few_arrays_and_restores_bitwise(tiny, tmp_path):
+  _, state, ckpt = _saved_at_4(tiny, tmp_path)
   tree, n_arrays = _saved_arrays(tmp_path / "checkpoints", 4)
   assert packed_state.is_packed(tree)
   assert n_arrays <= 4 < len(jax.tree.leaves(state))   # params f32, moments f32 + i32, layout
@@ -56,40 +73,29 @@ def test_a_small_state_is_saved_as_few_arrays_and_restores_bitwise(tiny, tmp_pat
 
 
 def test_readers_restore_params_from_packed_and_per_array_checkpoints(tiny, tmp_path):
-  cfg, state = _state(tiny)
-  ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
-  ckpt.save(4, state)
+  cfg, state, ckpt = _saved_at_4(tiny, tmp_path)
   # A per-array checkpoint, as this project wrote before packing.
   ckpt.manager.save(8, args=ocp.args.StandardSave(state), force=True)
   ckpt.close()
   assert not packed_state.is_packed(_saved_arrays(tmp_path / "checkpoints", 8)[0])
-  _, abstract_params, _ = abstract_model(cfg.model, cfg.train.seed)
-  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-  reader = open_read_only(tmp_path)
   for step in (4, 8):
-    params = restore_params(reader, tmp_path, step, abstract_params, device)
+    params = _read_params(tmp_path, step, cfg)
     for x, y in zip(jax.tree.leaves(params), jax.tree.leaves(state["params"])):
       np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-  reader.close()
   trainer = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
   _assert_bitwise(trainer.restore(8, _abstract(state)), state)
   trainer.close()
 
 
 def test_a_packed_checkpoint_of_another_model_is_refused_in_one_line(tiny, tmp_path):
-  cfg, state = _state(tiny)
-  ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
-  ckpt.save(4, state)
+  _, _, ckpt = _saved_at_4(tiny, tmp_path)
   wider, other = _state(tiny, d_model=48)
-  with pytest.raises(ValueError, match=r"kernel.* is \[48, 24\] float32 here but \[32, 16\] float32 in the checkpoint"):
+  differs = r"kernel.* is \[48, 24\] float32 here but \[32, 16\] float32 in the checkpoint"
+  with pytest.raises(ValueError, match=differs):
     ckpt.restore(4, _abstract(other))
   ckpt.close()
-  _, abstract_params, _ = abstract_model(wider.model, wider.train.seed)
-  reader = open_read_only(tmp_path)
   with pytest.raises(RunDirError) as e:
-    restore_params(reader, tmp_path, 4, abstract_params,
-                   jax.sharding.SingleDeviceSharding(jax.local_devices()[0]))
-  reader.close()
+    _read_params(tmp_path, 4, wider)
   assert "cannot restore checkpoint 4" in str(e.value) and "\n" not in str(e.value)
 
 
