@@ -43,8 +43,9 @@ def restore_params(manager, workdir, step: int, abstract_params, sharding):
   target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
                         abstract_params)
   try:
-    if packed_state.is_packed(manager.item_metadata(step)):
-      return _restore_packed_params(manager, step, target)
+    metadata = manager.item_metadata(step)
+    if packed_state.is_packed(metadata):
+      return _restore_packed_params(manager, step, metadata.tree, target)
     state = manager.restore(step, args=ocp.args.PyTreeRestore(
         item=dict(params=target), restore_args=dict(params=restore_args), partial_restore=True))
   except Exception as e:  # a corrupt or foreign checkpoint
@@ -54,12 +55,14 @@ def restore_params(manager, workdir, step: int, abstract_params, sharding):
   return state["params"]
 
 
-def _restore_packed_params(manager, step: int, target):
-  """The params of a packed checkpoint: its params arrays and layout only (host arrays; the
-  placeholders' shapes are not used, orbax reads the stored ones)."""
-  names = dict.fromkeys(np.dtype(x.dtype).name for x in jax.tree.leaves(target))
-  item = {packed_state.PACKED: {"params": {n: np.zeros(0, n) for n in names}},
-          packed_state.LAYOUT: np.zeros(0, np.uint8)}
+def _restore_packed_params(manager, step: int, stored, target):
+  """The params of a packed checkpoint: its params arrays and layout only, as host arrays of
+  the shapes its metadata tree ``stored`` gives."""
+  like = lambda m: np.empty(m.shape, m.dtype)
+  item = {packed_state.PACKED: {"params": jax.tree.map(
+              like, dict(stored[packed_state.PACKED]["params"]),
+              is_leaf=lambda m: hasattr(m, "shape"))},
+          packed_state.LAYOUT: like(stored[packed_state.LAYOUT])}
   host = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)
   got = manager.restore(step, args=ocp.args.PyTreeRestore(item=item, restore_args=host,
                                                           partial_restore=True))
