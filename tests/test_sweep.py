@@ -158,7 +158,8 @@ def two_seeds_and_their_reference(tmp_path, steps):
 
 
 def test_kill_launcher_then_resubmit_equals_uninterrupted(tmp_path):
-  sweep, reference, root = two_seeds_and_their_reference(tmp_path, steps=60)
+  # 240 steps: ~3 s of steps and checkpoints after step 8, for the kill to land mid-run
+  sweep, reference, root = two_seeds_and_their_reference(tmp_path, steps=240)
   launcher = subprocess.Popen([sys.executable, "-m", "hybrid_jax.cli", "sweep", "submit",
                                str(sweep), "--root", str(root), "--parallel", "2"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

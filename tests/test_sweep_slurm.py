@@ -48,7 +48,7 @@ def wait_for(predicate, timeout=300):
 
 
 def test_slurm_sweep_with_scancel_and_resubmit(tmp_path):
-  steps = 100    # 92 steps and 23 checkpoints (~3 s) after step 8: scancel lands mid-run
+  steps = 400    # ~5 s of steps and checkpoints after step 8: scancel lands mid-run
   sweep, reference, root = two_seeds_and_their_reference(tmp_path, steps=steps)
   first = cli("sweep", "submit", str(sweep), "--root", str(root), "--backend", "slurm")
   assert first.returncode == 0 and first.stdout.count("submitted") == 2, first.stdout + first.stderr
