@@ -67,7 +67,7 @@ def pack(state: dict) -> dict:
   return {PACKED: packed, LAYOUT: np.frombuffer(text.encode(), np.uint8).copy()}
 
 
-def stored_layout(layout_bytes) -> dict:
+def _stored_layout(layout_bytes) -> dict:
   return json.loads(bytes(np.asarray(layout_bytes, np.uint8)).decode())
 
 
@@ -75,7 +75,7 @@ def unpack(packed: dict, layout_bytes, abstract: dict) -> dict:
   """{part: pytree} shaped like ``abstract`` {part: pytree of ShapeDtypeStruct} (each array
   placed in its ``sharding`` when it has one) from a checkpoint's ``packed`` parts; a
   ValueError naming the first difference when the checkpoint holds another layout."""
-  stored, wanted = stored_layout(layout_bytes), layout(abstract)
+  stored, wanted = _stored_layout(layout_bytes), layout(abstract)
   out = {}
   for part, tree in abstract.items():
     have = stored.get(part)
@@ -86,7 +86,7 @@ def unpack(packed: dict, layout_bytes, abstract: dict) -> dict:
       start = offsets.get(name, 0)
       size = int(np.prod(shape, dtype=np.int64))
       offsets[name] = start + size
-      host = np.asarray(packed[part][name][start:start + size]).reshape(shape)
+      host = packed[part][name][start:start + size].reshape(shape)
       leaves.append(_place(host, getattr(x, "sharding", None)))
     out[part] = jax.tree.unflatten(jax.tree.structure(tree), leaves)
   return out

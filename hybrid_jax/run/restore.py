@@ -38,21 +38,21 @@ def open_read_only(workdir) -> ocp.CheckpointManager:
 def restore_params(manager, workdir, step: int, abstract_params, sharding):
   """The Param state of checkpoint ``step`` (a partial restore: params only), each array
   in ``sharding`` whatever mesh saved it; a corrupt or foreign checkpoint is one line."""
-  restore_args = jax.tree.map(lambda x: ocp.ArrayRestoreArgs(dtype=x.dtype, sharding=sharding),
-                              abstract_params)
   target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
                         abstract_params)
   try:
     metadata = manager.item_metadata(step)
     if packed_state.is_packed(metadata):
       return _restore_packed_params(manager, step, metadata.tree, target)
-    state = manager.restore(step, args=ocp.args.PyTreeRestore(
-        item=dict(params=target), restore_args=dict(params=restore_args), partial_restore=True))
+    restore_args = jax.tree.map(lambda x: ocp.ArrayRestoreArgs(dtype=x.dtype, sharding=sharding),
+                                abstract_params)
+    return manager.restore(step, args=ocp.args.PyTreeRestore(
+        item=dict(params=target), restore_args=dict(params=restore_args),
+        partial_restore=True))["params"]
   except Exception as e:  # a corrupt or foreign checkpoint
     first = str(e).splitlines()[0] if str(e) else ""
     raise RunDirError(f"cannot restore checkpoint {step} of {workdir}: "
                       f"{type(e).__name__}: {first}") from e
-  return state["params"]
 
 
 def _restore_packed_params(manager, step: int, stored, target):
