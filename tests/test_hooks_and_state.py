@@ -107,9 +107,9 @@ def test_init_takes_the_seed_as_an_argument_and_gives_the_constant_seeds_paramet
   cfg = tiny_config()
   cfg.train.seed = seed
   cfg = resolve(cfg)
-  assert state._seed_argument(seed) == (seed,)
+  assert state.seed_argument(seed) == (seed,)
   _, _, train_state, _, _ = state.init_state(cfg)
   _, _, params = state.init_params(cfg)
   for a, b in zip(jax.tree.leaves(train_state["params"]), jax.tree.leaves(params), strict=True):
     assert a.dtype == b.dtype and bool((a == b).all())
-  assert state._seed_argument(2 ** 40) == ()                 # outside int32: a constant
+  assert state.seed_argument(2 ** 40) == ()                 # outside int32: a constant

@@ -59,6 +59,9 @@ def test_a_child_leaves_a_receipt_so_a_rerun_starts_no_child(monkeypatch):
   precompile.in_child(cfg)                                  # cached: returns at once
   precompile.in_child(config(24, seed=3))                   # a seed sweep shares the programs
   assert not precompile.cached(config(20))                  # another program: no receipt
+  # A seed outside int32 is a constant of the init program: each such seed its own receipt.
+  assert precompile.receipt(config(24, seed=2 ** 40)) != precompile.receipt(config(24, 2 ** 41))
+  assert precompile.receipt(config(24, seed=5)) == precompile.receipt(cfg)
   entry = precompile.Path(precompile.jax.config.jax_compilation_cache_dir) / (
       keys["jit_train_step"] + "-cache")
   moved = entry.with_name(entry.name + ".moved")

@@ -45,9 +45,6 @@ import jaxlib
 ENV = "HYBRID_JAX_PRECOMPILE"
 PROGRAMS = ("jit_init", "jit_train_step")
 _SOURCES = ("hybrid_jax", "pallas_kernels")    # the packages whose code the programs trace
-# Config seeds no compiled program holds: the data's (host-side batches) and the init's (an
-# argument of the init program, ``train.state``), so a seed sweep's runs share one receipt.
-_SEED_SECTIONS = ("train", "data")
 
 
 def wanted() -> bool:
@@ -63,10 +60,14 @@ def wanted() -> bool:
 def receipt(cfg) -> Path:
   """Where a child records the cache keys of ``cfg``'s first programs: a file named by a
   digest of what shapes those programs (any change makes a new name, so a stale receipt is
-  never read); the seeds are left out (``_SEED_SECTIONS``)."""
+  never read). Seeds no compiled program holds are left out, so a seed sweep's runs share
+  one receipt: the data's (host-side batches) and the init's when the init program takes it
+  as an argument (``train.state.seed_argument``; a seed outside int32 is a constant in it)."""
+  from hybrid_jax.train.state import seed_argument   # lazy: it imports flax
   values = json.loads(cfg.to_json())
-  for section in _SEED_SECTIONS:             # runs that differ only there share programs
-    values[section].pop("seed", None)
+  values["data"].pop("seed", None)
+  if seed_argument(cfg.train.seed):
+    values["train"].pop("seed", None)
   h = hashlib.sha256()
   h.update(json.dumps(values, sort_keys=True).encode())
   root = Path(__file__).resolve().parents[2]

@@ -35,11 +35,11 @@ def init_state(cfg, mesh=None):
     abstract_state, abstract_rest = jax.eval_shape(init)
     out_shardings = (sharding.state_shardings(mesh, abstract_state),
                      jax.tree.map(lambda _: sharding.replicated(mesh), abstract_rest))
-  state, rest = jax.jit(init, out_shardings=out_shardings)(*_seed_argument(cfg.train.seed))
+  state, rest = jax.jit(init, out_shardings=out_shardings)(*seed_argument(cfg.train.seed))
   return graphdef, rest, state, tx, schedule
 
 
-def _seed_argument(seed: int) -> tuple:
+def seed_argument(seed: int) -> tuple:
   """``(np.int32(seed),)``: the init program takes the seed as an argument, so runs that
   differ only in their seed share one compiled program (the persistent cache, and the
   precompile receipt, ``train.precompile``); an int32 seed gives the same key traced as
