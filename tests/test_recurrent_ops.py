@@ -131,3 +131,18 @@ def test_unit_lower_inverse_vjp_matches_autodiff_of_the_loop_and_keeps_only_the_
   saved_loop = sum(np.size(x) for x in jax.tree.leaves(
       jax.vjp(delta_xla._forward_substitution, a)[1]))
   assert saved <= 2 * a.size < saved_loop
+
+
+@pytest.mark.parametrize("op", ["simple_gla", "gated_delta_rule"])
+def test_cpu_gradient_matmuls_take_the_fast_form(op):
+  """Every matmul of the compiled CPU gradient program, the scan's and the WY factors', contracts
+  its left operand's last axis (``pallas_kernels.cpu_matmul``): written as einsums over
+  [B, C, H, K] chunks, nine of the delta rule's 27 dots and five of simple GLA's 12 were
+  contractions over a leading axis, which XLA:CPU runs as batched Eigen contractions."""
+  from cpu_dot_forms import dots, slow_form_dots
+  q, k, v, g, beta, s0 = _inputs(64, "weak")
+  run = _ops(op, chunk=16)
+  hlo = jax.jit(jax.grad(lambda *a: jnp.sum(run("xla", *a)[0] ** 2), argnums=(0, 1, 2, 3, 5))
+                ).lower(q, k, v, g, beta, s0).compile().as_text()
+  assert len(dots(hlo)) >= 10, hlo
+  assert not slow_form_dots(hlo), slow_form_dots(hlo)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from cpu_dot_forms import dots, slow_form_dots
 from pallas_kernels.swa import api, reference, xla
 
 
@@ -186,12 +187,8 @@ def test_cpu_gradient_matmuls_contract_the_left_operands_last_axis(window, per_r
                         per_row=per_row)
   hlo = jax.jit(jax.grad(lambda q, k, v: jnp.sum(f(q, k, v) ** 2), argnums=(0, 1, 2))).lower(
       q, k, v).compile().as_text()
-  dots = re.findall(r" dot\(.*?lhs_batch_dims=\{([\d,]*)\}, lhs_contracting_dims=\{(\d+)\}",
-                    hlo)
-  assert len(dots) >= 6, hlo                     # scores, values and four gradient matmuls
-  # each left operand is [batch..., rows, contracted] or [batch..., contracted, rows]
-  leading = [(batch, axis) for batch, axis in dots if int(axis) != len(batch.split(",")) + 1]
-  assert not leading, leading
+  assert len(dots(hlo)) >= 6, hlo                # scores, values and four gradient matmuls
+  assert not slow_form_dots(hlo), slow_form_dots(hlo)
 
 
 def test_probabilities_are_kept_only_on_cpu_and_within_the_byte_cap():

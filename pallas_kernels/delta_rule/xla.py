@@ -7,12 +7,14 @@ so U = U~ - W S_0 with U~ = T diag(beta) V and W = T diag(beta G) K, T = (I + A)
 (forward substitution per chunk, independent of the state). Then
   o_t = scale * (G_t q_t S_0 + sum_{s<=t} exp(b_t - b_s) (q_t . k_s) u_s)
   S_C = G_C S_0 + sum_s exp(b_C - b_s) k_s u_s^T
-and only the last two lines run sequentially over chunks.
+and only the last two lines run sequentially over chunks. Every matmul goes through
+``cpu_matmul``, so that on CPU its forward and backward dots take XLA:CPU's fast form.
 """
 
 import jax
 import jax.numpy as jnp
 
+from pallas_kernels import cpu_matmul as mm
 from pallas_kernels.linear_scan.xla import chunk_inputs, unchunk
 
 DEFAULT_CHUNK = 64
@@ -52,8 +54,7 @@ def _inverse_fwd(a_xCxC):
 
 
 def _inverse_bwd(t_xCxC, t_bar_xCxC):
-  t_T = jnp.swapaxes(t_xCxC, -1, -2)
-  a_bar = -(t_T @ t_bar_xCxC @ t_T)
+  a_bar = -mm.matmul_nt(mm.matmul_tn(t_xCxC, t_bar_xCxC), t_xCxC)       # T^T T-bar T^T
   return (jnp.tril(a_bar, -1),)
 
 
@@ -70,12 +71,12 @@ def wy_factors(q, k, v, g, beta, c, inverse=unit_lower_inverse):
   strict = jnp.tril(jnp.ones((c, c), bool), -1)
   b_N = jnp.cumsum(g_N, axis=-1)                                       # [N, B, H, C]
   diff = b_N[..., :, None] - b_N[..., None, :]
-  kk = jnp.einsum("nbhck,nbhsk->nbhcs", k_N, k_N)
+  kk = mm.matmul_nt(k_N, k_N)
   a_N = jnp.where(strict, beta_N[..., None] * jnp.exp(jnp.where(strict, diff, 0.0)) * kk, 0.0)
   t_N = inverse(a_N)                                                   # (I + A)^-1
-  u_tilde_N = t_N @ (beta_N[..., None] * v_N)                          # [N, B, H, C, V]
-  w_N = t_N @ ((beta_N * jnp.exp(b_N))[..., None] * k_N)               # [N, B, H, C, K]
-  qk_decay_N = (jnp.einsum("nbhck,nbhsk->nbhcs", q_N, k_N)
+  u_tilde_N = mm.matmul(t_N, beta_N[..., None] * v_N)                  # [N, B, H, C, V]
+  w_N = mm.matmul(t_N, (beta_N * jnp.exp(b_N))[..., None] * k_N)       # [N, B, H, C, K]
+  qk_decay_N = (mm.matmul_nt(q_N, k_N)
                 * jnp.exp(jnp.where(causal, diff, -jnp.inf)))
   q_decay_N = q_N * jnp.exp(b_N)[..., None]
   k_decay_N = k_N * jnp.exp(b_N[..., -1:] - b_N)[..., None]
@@ -96,11 +97,9 @@ def gated_delta_rule(q, k, v, g, beta, *, scale=None, initial_state=None,
 
   def chunk_step(s_BxHxKxV, x):
     u_tilde, w, qk_decay, q_decay, k_decay, b_last = x
-    u_BxHxCxV = u_tilde - jnp.einsum("bhck,bhkv->bhcv", w, s_BxHxKxV)
-    o = (jnp.einsum("bhck,bhkv->bhcv", q_decay, s_BxHxKxV)
-         + jnp.einsum("bhcs,bhsv->bhcv", qk_decay, u_BxHxCxV))
-    s_new = (jnp.exp(b_last)[..., None, None] * s_BxHxKxV
-             + jnp.einsum("bhck,bhcv->bhkv", k_decay, u_BxHxCxV))
+    u_BxHxCxV = u_tilde - mm.matmul(w, s_BxHxKxV)
+    o = mm.matmul(q_decay, s_BxHxKxV) + mm.matmul(qk_decay, u_BxHxCxV)
+    s_new = (jnp.exp(b_last)[..., None, None] * s_BxHxKxV + mm.matmul_tn(k_decay, u_BxHxCxV))
     return s_new, scale * o
 
   s_final, o_N = jax.lax.scan(chunk_step, s0, factors)

@@ -10,6 +10,8 @@ for the intra-chunk part and O(T K V) for the state: linear in T.
 import jax
 import jax.numpy as jnp
 
+from pallas_kernels import cpu_matmul as mm
+
 DEFAULT_CHUNK = 64
 
 
@@ -28,29 +30,32 @@ def unchunk(x_NxBxCx, t):
 
 
 def simple_gla(q, k, v, g, *, scale=None, initial_state=None, chunk_size=DEFAULT_CHUNK):
+  """Heads before positions inside each chunk ([N, B, H, C, ...]), so that every matmul,
+  forward and backward, is a plain batched one in the form XLA:CPU's fast dot kernel takes
+  (``cpu_matmul``; the whole two-thread toy train step of an M or L hybrid 1.05-1.09x)."""
   b, t, h, dk = q.shape
   dv = v.shape[-1]
   scale = dk ** -0.5 if scale is None else scale
   c = max(1, min(chunk_size, t))
-  f32 = lambda x: x.astype(jnp.float32)
-  q_N, k_N, v_N, g_N = (chunk_inputs(f32(x), c) for x in (q, k, v, g))   # padding: k=v=0, g=0
+  heads_first = lambda x: jnp.moveaxis(chunk_inputs(x.astype(jnp.float32), c), 3, 2)
+  q_N, k_N, v_N, g_N = (heads_first(x) for x in (q, k, v, g))   # padding: k=v=0, g=0
   causal_CxC = jnp.tril(jnp.ones((c, c), bool))
-  s0 = jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None else f32(initial_state)
+  s0 = (jnp.zeros((b, h, dk, dv), jnp.float32) if initial_state is None
+        else initial_state.astype(jnp.float32))
 
   def chunk_step(s_BxHxKxV, x):
-    q_BxCxHxK, k_BxCxHxK, v_BxCxHxV, g_BxCxH = x
-    b_BxHxC = jnp.cumsum(g_BxCxH, axis=1).transpose(0, 2, 1)
+    q_BxHxCxK, k_BxHxCxK, v_BxHxCxV, g_BxHxC = x
+    b_BxHxC = jnp.cumsum(g_BxHxC, axis=-1)
     diff_BxHxCxC = b_BxHxC[..., :, None] - b_BxHxC[..., None, :]
     decay_BxHxCxC = jnp.exp(jnp.where(causal_CxC, diff_BxHxCxC, -jnp.inf))
-    scores = jnp.einsum("bchk,bshk->bhcs", q_BxCxHxK, k_BxCxHxK) * decay_BxHxCxC
-    o_intra = jnp.einsum("bhcs,bshv->bchv", scores, v_BxCxHxV)
-    o_inter = jnp.einsum("bchk,bhkv->bchv", q_BxCxHxK * jnp.exp(b_BxHxC).transpose(0, 2, 1)[..., None],
-                         s_BxHxKxV)
+    scores_BxHxCxC = mm.matmul_nt(q_BxHxCxK, k_BxHxCxK) * decay_BxHxCxC
+    o_intra = mm.matmul(scores_BxHxCxC, v_BxHxCxV)
+    o_inter = mm.matmul(q_BxHxCxK * jnp.exp(b_BxHxC)[..., None], s_BxHxKxV)
     b_last_BxH = b_BxHxC[..., -1]
-    k_decayed = k_BxCxHxK * jnp.exp(b_last_BxH[:, None, :] - b_BxHxC.transpose(0, 2, 1))[..., None]
+    k_decayed = k_BxHxCxK * jnp.exp(b_last_BxH[..., None] - b_BxHxC)[..., None]
     s_new = (jnp.exp(b_last_BxH)[..., None, None] * s_BxHxKxV
-             + jnp.einsum("bchk,bchv->bhkv", k_decayed, v_BxCxHxV))
+             + mm.matmul_tn(k_decayed, v_BxHxCxV))
     return s_new, scale * (o_intra + o_inter)
 
   s_final, o_N = jax.lax.scan(chunk_step, s0, (q_N, k_N, v_N, g_N))
-  return unchunk(o_N, t).astype(q.dtype), s_final
+  return unchunk(jnp.moveaxis(o_N, 2, 3), t).astype(q.dtype), s_final

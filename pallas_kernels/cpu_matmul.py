@@ -1,0 +1,106 @@
+"""Batched matmuls that stay in XLA:CPU's fast form, forward and backward.
+
+XLA:CPU gives a dot to its fast kernel (YNNPACK) when the left operand contracts its last
+axis; a dot whose left operand contracts a leading axis (a^T b, and the weight-side
+cotangent of every a @ b that autodiff writes) runs as a batched Eigen contraction, at about
+a third of the rate at the recurrent mixers' chunk shapes. XLA folds a plain transpose back
+into the dot, so the transposed operand is materialised behind an optimization barrier, and
+each op's VJP is written out so that its cotangents take the same form.
+
+On GPU and TPU (``dispatch.target_platform``) these are plain ``dot_general``s: there the
+XLA paths are the kernels' baselines and the barriers would only stop fusion.
+
+Shapes: leading axes are batch axes, shared by both operands; the last two are matrices.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from pallas_kernels import dispatch
+
+
+def _dot(a, b, contract_a: int, contract_b: int):
+  batch = tuple(range(a.ndim - 2))
+  return jax.lax.dot_general(a, b, (((contract_a,), (contract_b,)), (batch, batch)),
+                             preferred_element_type=jnp.float32)
+
+
+def _nn(a, b):           # a [..., M, K] @ b [..., K, N]
+  return _dot(a, b, a.ndim - 1, b.ndim - 2)
+
+
+def _nt(a, b):           # a [..., M, K] @ b[..., N, K]^T
+  return _dot(a, b, a.ndim - 1, b.ndim - 1)
+
+
+def _moved_t(x):
+  """x^T materialised: the barrier keeps XLA from folding the transpose into the dot."""
+  return jax.lax.optimization_barrier(jnp.swapaxes(x, -1, -2))
+
+
+@jax.custom_vjp
+def _matmul_cpu(a, b):
+  return _nn(a, b)
+
+
+def _matmul_fwd(a, b):
+  return _nn(a, b), (a, b)
+
+
+def _matmul_bwd(res, g):
+  a, b = res
+  return _nt(g, b).astype(a.dtype), _nn(_moved_t(a), g).astype(b.dtype)
+
+
+_matmul_cpu.defvjp(_matmul_fwd, _matmul_bwd)
+
+
+@jax.custom_vjp
+def _matmul_nt_cpu(a, b):
+  return _nt(a, b)
+
+
+def _matmul_nt_fwd(a, b):
+  return _nt(a, b), (a, b)
+
+
+def _matmul_nt_bwd(res, g):
+  a, b = res
+  return _nn(g, b).astype(a.dtype), _nn(_moved_t(g), a).astype(b.dtype)
+
+
+_matmul_nt_cpu.defvjp(_matmul_nt_fwd, _matmul_nt_bwd)
+
+
+@jax.custom_vjp
+def _matmul_tn_cpu(a, b):
+  return _nn(_moved_t(a), b)
+
+
+def _matmul_tn_fwd(a, b):
+  return _nn(_moved_t(a), b), (a, b)
+
+
+def _matmul_tn_bwd(res, g):
+  a, b = res
+  return _nt(b, g).astype(a.dtype), _nn(a, g).astype(b.dtype)
+
+
+_matmul_tn_cpu.defvjp(_matmul_tn_fwd, _matmul_tn_bwd)
+
+
+def matmul(a, b):
+  """a @ b: [..., M, K] x [..., K, N] -> [..., M, N] (float32 accumulation)."""
+  return _matmul_cpu(a, b) if dispatch.target_platform() == "cpu" else _nn(a, b)
+
+
+def matmul_nt(a, b):
+  """a @ b^T: [..., M, K] x [..., N, K] -> [..., M, N]."""
+  return _matmul_nt_cpu(a, b) if dispatch.target_platform() == "cpu" else _nt(a, b)
+
+
+def matmul_tn(a, b):
+  """a^T @ b: [..., K, M] x [..., K, N] -> [..., M, N]."""
+  if dispatch.target_platform() == "cpu":
+    return _matmul_tn_cpu(a, b)
+  return _dot(a, b, a.ndim - 2, b.ndim - 2)
