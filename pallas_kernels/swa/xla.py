@@ -17,7 +17,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from pallas_kernels import dispatch
+from pallas_kernels import cpu_matmul, dispatch
 
 
 def default_block_size(t: int, window: int) -> int:
@@ -72,19 +72,16 @@ def _contract_rows(p_QxGxL, x_QxGxD):
   attention, D 16, 1.12x slower). Against the two-axis form, fwd+bwd of the attention op
   (in-process A/B, min-time ratios): d256 1.13x (F) and 1.15x (S), toy 1.03x and 1.11x.
 
-  On CPU the left operand x is also moved to [D, Q*G] (q-sized), and the [D, L] result
-  stays apart from its transpose, each behind an optimization barrier: a batched matmul
+  On CPU the left operand x is also moved to [D, Q*G] (q-sized, ``cpu_matmul.matmul_tn``),
+  and the [D, L] result stays apart from its transpose, each behind an optimization barrier: a batched matmul
   whose left operand contracts a leading axis went to Eigen at about a third of the rate of
   XLA:CPU's YNNPACK dot (d256's largest dK block, one core: 7.4 against 3.1 ms), and without
   the barriers XLA folds both transposes back into the dot. Whole train steps on two
   threads (in-process A/B, issue 19's notes): d256 1.05x, toy 1.08x."""
   rows = lambda x: x.reshape(x.shape[:-3] + (x.shape[-3] * x.shape[-2], x.shape[-1]))
-  x_MxD, p_MxL = rows(x_QxGxD), rows(p_QxGxL)
-  if dispatch.target_platform() != "cpu":
-    return jnp.swapaxes(jnp.einsum("...md,...ml->...dl", x_MxD, p_MxL), -1, -2)
-  barrier = jax.lax.optimization_barrier
-  x_DxM = barrier(jnp.swapaxes(x_MxD, -1, -2))
-  out_DxL = barrier(jnp.einsum("...dm,...ml->...dl", x_DxM, p_MxL))
+  out_DxL = cpu_matmul.matmul_tn(rows(x_QxGxD), rows(p_QxGxL))
+  if dispatch.target_platform() == "cpu":
+    out_DxL = jax.lax.optimization_barrier(out_DxL)
   return jnp.swapaxes(out_DxL, -1, -2)
 
 
