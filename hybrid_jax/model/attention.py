@@ -10,6 +10,7 @@ import numpy as np
 
 from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
+from hybrid_jax.model.linear import linear
 from hybrid_jax.model.rope import apply_rope
 from pallas_kernels.swa import api as swa_api
 
@@ -47,7 +48,7 @@ class Attention(nnx.Module):
   def __init__(self, m, *, local_heads: int, pos: str, rngs: nnx.Rngs):
     dh = head_dim(m)
     dtype = jnp.dtype(m.dtype)
-    lin = lambda i, o: nnx.Linear(i, o, use_bias=False, dtype=dtype, rngs=rngs)
+    lin = lambda i, o: linear(i, o, dtype=dtype, rngs=rngs)
     self.n_heads, self.n_kv_heads, self.head_dim = m.n_heads, m.n_kv_heads, dh
     self.window, self.local_heads = m.window, local_heads
     self.pos, self.rope_theta, self.impl = pos, m.rope_theta, m.attention_impl

@@ -11,6 +11,7 @@ from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.attention import head_dim
 from hybrid_jax.model.conv import ShortConv, short_conv_param_count
+from hybrid_jax.model.linear import linear
 from pallas_kernels.delta_rule import api as delta_api
 
 
@@ -41,7 +42,7 @@ class GatedDeltaNet(nnx.Module):
   def __init__(self, m, rngs: nnx.Rngs):
     h, dk, dv = dims(m)
     dtype = jnp.dtype(m.dtype)
-    lin = lambda o: nnx.Linear(m.d_model, o, use_bias=False, dtype=dtype, rngs=rngs)
+    lin = lambda o: linear(m.d_model, o, dtype=dtype, rngs=rngs)
     self.n_heads, self.dk, self.dv = h, dk, dv
     self.impl, self.chunk = m.recurrent_impl, m.chunk_size
     self.qkv_proj = lin(h * (2 * dk + dv))
@@ -52,7 +53,7 @@ class GatedDeltaNet(nnx.Module):
     self.dt_bias = nnx.Param(dt + jnp.log(-jnp.expm1(-dt)))
     self.A_log = nnx.Param(jnp.log(jax.random.uniform(rngs.params(), (h,), minval=1.0, maxval=16.0)))
     self.norm = nnx.RMSNorm(dv, epsilon=m.norm_eps, dtype=dtype, rngs=rngs)
-    self.out_proj = nnx.Linear(h * dv, m.d_model, use_bias=False, dtype=dtype, rngs=rngs)
+    self.out_proj = linear(h * dv, m.d_model, dtype=dtype, rngs=rngs)
 
   def _inputs(self, x_BxTxD, qkv):
     b, t, _ = x_BxTxD.shape

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.attention import head_dim
+from hybrid_jax.model.linear import linear
 from pallas_kernels.linear_scan import api as scan_api
 
 
@@ -33,7 +34,7 @@ class Lightning(nnx.Module):
     self.n_heads, self.dh = m.n_heads, head_dim(m)
     self.impl, self.chunk = m.recurrent_impl, m.chunk_size
     inner = self.n_heads * self.dh
-    lin = lambda i, o: nnx.Linear(i, o, use_bias=False, dtype=dtype, rngs=rngs)
+    lin = lambda i, o: linear(i, o, dtype=dtype, rngs=rngs)
     self.qkv_proj = lin(m.d_model, 3 * inner)
     self.g_proj = lin(m.d_model, inner)
     self.norm = nnx.RMSNorm(self.dh, epsilon=m.norm_eps, dtype=dtype, rngs=rngs)

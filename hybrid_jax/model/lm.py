@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.config import ModelConfig
+from hybrid_jax.model.linear import linear
 from hybrid_jax.model.params import layer_letters
 
 # model.remat: what a block keeps for its backward pass (the rest is recomputed). "save_dots"
@@ -16,7 +17,7 @@ REMAT_POLICIES = {"none": None, "full": jax.checkpoint_policies.nothing_saveable
 
 class SwiGLU(nnx.Module):
   def __init__(self, d_model: int, d_ff: int, dtype, rngs: nnx.Rngs):
-    lin = lambda i, o: nnx.Linear(i, o, use_bias=False, dtype=dtype, rngs=rngs)
+    lin = lambda i, o: linear(i, o, dtype=dtype, rngs=rngs)
     self.gate, self.up, self.down = lin(d_model, d_ff), lin(d_model, d_ff), lin(d_ff, d_model)
 
   def __call__(self, x_BxTxD):
@@ -65,7 +66,7 @@ class LM(nnx.Module):
     self.blocks = nnx.List([Block(m, letter, rngs) for letter in self.layer_letters])
     self.final_norm = nnx.RMSNorm(m.d_model, epsilon=m.norm_eps, dtype=dtype, rngs=rngs)
     if not m.tie_embeddings:
-      self.head = nnx.Linear(m.d_model, m.vocab_size, use_bias=False, dtype=dtype, rngs=rngs)
+      self.head = linear(m.d_model, m.vocab_size, dtype=dtype, rngs=rngs)
 
   def _logits(self, x_BxTxD):
     with jax.named_scope("head"):

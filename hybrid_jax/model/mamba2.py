@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import registry
 from hybrid_jax.model.conv import ShortConv, short_conv_param_count
+from hybrid_jax.model.linear import linear
 from pallas_kernels.linear_scan import api as scan_api
 
 
@@ -38,8 +39,7 @@ class Mamba2(nnx.Module):
     dtype = jnp.dtype(m.dtype)
     self.d_inner, self.n_heads, self.head_dim, self.d_state = d_inner, h, m.ssm_head_dim, n
     self.impl, self.chunk = m.recurrent_impl, m.chunk_size
-    self.in_proj = nnx.Linear(m.d_model, 2 * d_inner + 2 * n + h, use_bias=False, dtype=dtype,
-                              rngs=rngs)
+    self.in_proj = linear(m.d_model, 2 * d_inner + 2 * n + h, dtype=dtype, rngs=rngs)
     self.conv = ShortConv(d_inner + 2 * n, m.conv_kernel, bias=True, rngs=rngs)
     # dt initialised log-uniform in [1e-3, 1e-1] (through the inverse softplus), A in [1, 16].
     dt = jnp.exp(jax.random.uniform(rngs.params(), (h,)) * (math.log(0.1) - math.log(1e-3))
@@ -48,7 +48,7 @@ class Mamba2(nnx.Module):
     self.A_log = nnx.Param(jnp.log(jax.random.uniform(rngs.params(), (h,), minval=1.0, maxval=16.0)))
     self.D = nnx.Param(jnp.ones((h,)))
     self.norm = nnx.RMSNorm(d_inner, epsilon=m.norm_eps, dtype=dtype, rngs=rngs)
-    self.out_proj = nnx.Linear(d_inner, m.d_model, use_bias=False, dtype=dtype, rngs=rngs)
+    self.out_proj = linear(d_inner, m.d_model, dtype=dtype, rngs=rngs)
 
   def _split(self, zxbcdt):
     di, n = self.d_inner, self.d_state
