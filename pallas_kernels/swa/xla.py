@@ -73,11 +73,12 @@ def _contract_rows(p_QxGxL, x_QxGxD):
   (in-process A/B, min-time ratios): d256 1.13x (F) and 1.15x (S), toy 1.03x and 1.11x.
 
   On CPU the left operand x is also moved to [D, Q*G] (q-sized, ``cpu_matmul.matmul_tn``),
-  and the [D, L] result stays apart from its transpose, each behind an optimization barrier: a batched matmul
-  whose left operand contracts a leading axis went to Eigen at about a third of the rate of
-  XLA:CPU's YNNPACK dot (d256's largest dK block, one core: 7.4 against 3.1 ms), and without
-  the barriers XLA folds both transposes back into the dot. Whole train steps on two
-  threads (in-process A/B, issue 19's notes): d256 1.05x, toy 1.08x."""
+  and the [D, L] result stays apart from its transpose, each behind an optimization
+  barrier: a batched matmul whose left operand contracts a leading axis went to Eigen at
+  about a third of the rate of XLA:CPU's YNNPACK dot (d256's largest dK block, one core: 7.4
+  against 3.1 ms), and without the barriers XLA folds both transposes back into the dot.
+  Whole train steps on two threads (in-process A/B, issue 19's notes): d256 1.05x, toy
+  1.08x."""
   rows = lambda x: x.reshape(x.shape[:-3] + (x.shape[-3] * x.shape[-2], x.shape[-1]))
   out_DxL = cpu_matmul.matmul_tn(rows(x_QxGxD), rows(p_QxGxL))
   if dispatch.target_platform() == "cpu":
