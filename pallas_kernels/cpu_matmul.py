@@ -38,55 +38,19 @@ def _moved_t(x):
   return jax.lax.optimization_barrier(jnp.swapaxes(x, -1, -2))
 
 
-@jax.custom_vjp
-def _matmul_cpu(a, b):
-  return _nn(a, b)
+def _with_cotangents(forward, cotangents):
+  """``forward(a, b)`` under a custom VJP whose cotangents are ``cotangents(a, b, g)``."""
+  f = jax.custom_vjp(forward)
+  f.defvjp(lambda a, b: (forward(a, b), (a, b)),
+           lambda res, g: tuple(c.astype(x.dtype) for c, x in zip(cotangents(*res, g), res)))
+  return f
 
 
-def _matmul_fwd(a, b):
-  return _nn(a, b), (a, b)
-
-
-def _matmul_bwd(res, g):
-  a, b = res
-  return _nt(g, b).astype(a.dtype), _nn(_moved_t(a), g).astype(b.dtype)
-
-
-_matmul_cpu.defvjp(_matmul_fwd, _matmul_bwd)
-
-
-@jax.custom_vjp
-def _matmul_nt_cpu(a, b):
-  return _nt(a, b)
-
-
-def _matmul_nt_fwd(a, b):
-  return _nt(a, b), (a, b)
-
-
-def _matmul_nt_bwd(res, g):
-  a, b = res
-  return _nn(g, b).astype(a.dtype), _nn(_moved_t(g), a).astype(b.dtype)
-
-
-_matmul_nt_cpu.defvjp(_matmul_nt_fwd, _matmul_nt_bwd)
-
-
-@jax.custom_vjp
-def _matmul_tn_cpu(a, b):
-  return _nn(_moved_t(a), b)
-
-
-def _matmul_tn_fwd(a, b):
-  return _nn(_moved_t(a), b), (a, b)
-
-
-def _matmul_tn_bwd(res, g):
-  a, b = res
-  return _nt(b, g).astype(a.dtype), _nn(a, g).astype(b.dtype)
-
-
-_matmul_tn_cpu.defvjp(_matmul_tn_fwd, _matmul_tn_bwd)
+# d(a b) = g b^T, a^T g;  d(a b^T) = g b, g^T a;  d(a^T b) = b g^T, a g
+_matmul_cpu = _with_cotangents(_nn, lambda a, b, g: (_nt(g, b), _nn(_moved_t(a), g)))
+_matmul_nt_cpu = _with_cotangents(_nt, lambda a, b, g: (_nn(g, b), _nn(_moved_t(g), a)))
+_matmul_tn_cpu = _with_cotangents(lambda a, b: _nn(_moved_t(a), b),
+                                  lambda a, b, g: (_nt(b, g), _nn(a, g)))
 
 
 def matmul(a, b):
