@@ -6,10 +6,11 @@ XLA:CPU records one trace event per executed HLO instruction (fusions included);
 instruction's ``op_name`` metadata carries the ``jax.named_scope`` path it was traced
 under, forward and backward alike, so summing event durations by scope gives the
 breakdown. Ops run on several threads at once, so the shares are of summed op time, not
-of wall time. One blind spot: XLA:CPU runs Eigen's matmuls (those whose contracted axis
-leads the left operand: weight gradients, attention's dK and dV) as asynchronous tasks, so
-their events cover the launch, not the work (d256: ~70 ms of ``dot`` events a step for ~26
-GFLOP), and scaled to the wall step that time is spread over every group.
+of wall time. One blind spot: XLA:CPU runs a matmul whose contracted axis leads the left
+operand as an asynchronous Eigen task, whose event covers the launch, not the work. The
+model's weight gradients, attention's dK and dV and the recurrent scans' matmuls were such
+(d256: ~70 ms of ``dot`` events a step for ~26 GFLOP); they now all take the fast form
+(``pallas_kernels.cpu_matmul``, ``hybrid_jax.model.linear``), so the train step has none.
 """
 
 import collections
