@@ -8,7 +8,9 @@ into the dot, so the transposed operand is materialised behind an optimization b
 each op's VJP is written out so that its cotangents take the same form.
 
 On GPU and TPU (``dispatch.target_platform``) these are plain ``dot_general``s: there the
-XLA paths are the kernels' baselines and the barriers would only stop fusion.
+XLA paths are the kernels' baselines and the barriers would only stop fusion. ``fast_form``
+is the one switch every user of the form reads (``hybrid-jax bench train --plain-dots``
+turns it off in a worker, to time the step with XLA's own dot forms in the same run).
 
 Shapes: leading axes are batch axes, shared by both operands; the last two are matrices.
 """
@@ -17,6 +19,21 @@ import jax
 import jax.numpy as jnp
 
 from pallas_kernels import dispatch
+
+
+_enabled = True
+
+
+def fast_form() -> bool:
+  """Whether matmuls are traced in the fast form: on for a CPU target."""
+  return _enabled and dispatch.target_platform() == "cpu"
+
+
+def set_fast_form(enabled: bool) -> None:
+  """Off: every op here is a plain ``dot_general`` (the bench's baseline; a process-wide
+  switch read at trace time)."""
+  global _enabled
+  _enabled = enabled
 
 
 def _dot(a, b, contract_a: int, contract_b: int):
@@ -55,16 +72,16 @@ _matmul_tn_cpu = _with_cotangents(lambda a, b: _nn(_moved_t(a), b),
 
 def matmul(a, b):
   """a @ b: [..., M, K] x [..., K, N] -> [..., M, N] (float32 accumulation)."""
-  return _matmul_cpu(a, b) if dispatch.target_platform() == "cpu" else _nn(a, b)
+  return _matmul_cpu(a, b) if fast_form() else _nn(a, b)
 
 
 def matmul_nt(a, b):
   """a @ b^T: [..., M, K] x [..., N, K] -> [..., M, N]."""
-  return _matmul_nt_cpu(a, b) if dispatch.target_platform() == "cpu" else _nt(a, b)
+  return _matmul_nt_cpu(a, b) if fast_form() else _nt(a, b)
 
 
 def matmul_tn(a, b):
   """a^T @ b: [..., K, M] x [..., K, N] -> [..., M, N]."""
-  if dispatch.target_platform() == "cpu":
+  if fast_form():
     return _matmul_tn_cpu(a, b)
   return _dot(a, b, a.ndim - 2, b.ndim - 2)

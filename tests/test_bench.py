@@ -95,20 +95,23 @@ class FakeSide:
   def warm(monkeypatch):
     FakeSide.calls = []
     monkeypatch.setattr(train, "Measured", FakeSide)
-    monkeypatch.setattr(train, "project_row", lambda shape, steps, threads, breakdown_=False: (
-        FakeSide.calls.append(("one-shot", shape)) or dict(side="project")))
+    monkeypatch.setattr(train, "project_row", lambda shape, steps, threads, breakdown_=False,
+                        extra=(): (FakeSide.calls.append(("one-shot", shape, *extra))
+                                   or dict(side="project")))
 
   def __init__(self, what, cmd, env=None, cpu=None, processes=1):
     self.name = ("torch-" + cmd[cmd.index("--mode") + 1] if "--mode" in cmd else
                  "project-no-donate" if "--no-donate" in cmd else
-                 "project-cold" if "--cold" in cmd else "project")
+                 "project-cold" if "--cold" in cmd else
+                 "project-plain-dots" if "--plain-dots" in cmd else "project")
     FakeSide.calls.append(("started", self.name))
     self.processes = processes
     self.ready = dict(threads=1 if processes > 1 else 2, processes=processes)
 
   def block(self, steps):
     FakeSide.calls.append((self.name, self.processes))
-    return {"torch-eager": 0.3, "project-no-donate": 0.18, "project-cold": 0.2}.get(
+    return {"torch-eager": 0.3, "project-no-donate": 0.18, "project-cold": 0.2,
+            "project-plain-dots": 0.165}.get(
         self.name, 0.1 if self.processes > 1 else 0.15)
 
   def close(self):
@@ -149,6 +152,19 @@ def test_rounds_alternate_the_order_of_the_sides_and_every_worker_is_closed(monk
   assert summary["project_over_torch-eager"] == 2.0
   assert summary["project_over_project-no-donate"] == 1.2
   assert summary["project_over_project-cold"] == pytest.approx(1.333, abs=1e-3)
+
+
+def test_plain_dots_is_a_side_whose_program_is_cached_first(monkeypatch, capsys):
+  """``--plain-dots``: the step with XLA's own dot forms, timed in the same rounds; a
+  one-shot worker puts its program in the cache first, as for the project (a worker that
+  compiles its own step runs it slower on XLA:CPU, which would pass for the dots' effect)."""
+  FakeSide.warm(monkeypatch)
+  assert cli.main(["train", "--shapes", "toy", "--rounds", "2", "--plain-dots",
+                   "--no-breakdown"]) == 0
+  assert FakeSide.calls[:4] == [("one-shot", "toy"), ("one-shot", "toy", "--plain-dots"),
+                                ("started", "project"), ("started", "project-plain-dots")]
+  summary = json.loads(capsys.readouterr().out.split("within-round ratio\n")[1])["toy"]
+  assert summary["project_over_project-plain-dots"] == 1.1
 
 
 def test_a_worker_that_fails_before_or_between_blocks_is_one_line_naming_its_output():

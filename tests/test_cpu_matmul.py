@@ -55,3 +55,18 @@ def test_plain_dots_without_barriers_for_accelerators(platform):
   assert "optimization_barrier" not in jaxpr and "custom_vjp" not in jaxpr
   assert "optimization_barrier" in str(jax.make_jaxpr(jax.grad(
       lambda a, b: jnp.sum(cpu_matmul.matmul(a, b) ** 2), argnums=(0, 1)))(a, b))
+
+
+def test_switched_off_the_ops_are_plain_dots():
+  """``set_fast_form(False)`` (the bench's ``--plain-dots`` baseline): the einsum's own
+  program, slow form included."""
+  a, b = _operands((64, 48), (48, 32), (8,))
+  grad = lambda: jax.jit(jax.grad(lambda a, b: jnp.sum(cpu_matmul.matmul(a, b) ** 2),
+                                  argnums=(0, 1))).lower(a, b).compile().as_text()
+  cpu_matmul.set_fast_form(False)
+  try:
+    assert not cpu_matmul.fast_form()
+    assert slow_form_dots(grad())
+  finally:
+    cpu_matmul.set_fast_form(True)
+  assert cpu_matmul.fast_form() and not slow_form_dots(grad())

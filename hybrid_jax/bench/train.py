@@ -46,6 +46,7 @@ from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.state import init_state
 from hybrid_jax.train.step import make_train_step
 from hybrid_jax.xla_cache import use_persistent_compilation_cache
+from pallas_kernels import cpu_matmul
 
 PEER_MODULE = "hybrid_jax.bench.torch_peer"
 
@@ -210,13 +211,16 @@ def worker(argv) -> dict:
   p.add_argument("--breakdown", action="store_true")
   p.add_argument("--serve", action="store_true")
   p.add_argument("--cold", action="store_true")
+  p.add_argument("--plain-dots", action="store_true")
   a = p.parse_args(argv)
+  cpu_matmul.set_fast_form(not a.plain_dots)  # before anything is traced
   if a.cold:                                  # compiled here, as a config's first run is
     jax.config.update("jax_enable_compilation_cache", False)
   processes = distributed.initialize()        # --processes: joined from the environment
   cfg = shape_config(a.shape)
   mesh = sharding.make_mesh(cfg.mesh) if processes > 1 else None
-  row = dict(side="project" + ("-no-donate" if a.no_donate else ""), shape=a.shape,
+  variant = "-no-donate" if a.no_donate else "-plain-dots" if a.plain_dots else ""
+  row = dict(side="project" + variant, shape=a.shape,
              threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
              else os.cpu_count(), processes=processes)
   emit = ((lambda r: print(json.dumps(r), flush=True)) if distributed.is_primary()
@@ -259,10 +263,11 @@ def _failure(what: str, stderr: str) -> str:
   return f"{what} failed: {tail} (its whole output: {f.name})"
 
 
-def project_row(shape, steps, threads, *, breakdown_=False) -> dict:
-  """One one-shot project worker's row (the breakdown's: one process, ``threads``)."""
+def project_row(shape, steps, threads, *, breakdown_=False, extra=()) -> dict:
+  """One one-shot project worker's row (the breakdown's: one process, ``threads``);
+  ``extra``: more worker flags (``--plain-dots``)."""
   cmd = [sys.executable, "-m", "hybrid_jax.bench.train", "--worker", "--shape", shape,
-         "--steps", str(steps)] + (["--breakdown"] if breakdown_ else [])
+         "--steps", str(steps)] + (["--breakdown"] if breakdown_ else []) + list(extra)
   return _run(cmd, thread_env(threads), f"project worker ({shape})", one_core(threads))
 
 
@@ -359,6 +364,9 @@ def sides(shape, a, peer: bool, compiled) -> list[tuple[str, callable]]:
   if a.cold:
     out.append(("project-cold", lambda: Measured(
         f"project worker ({shape}, compiled in the worker)", project + ["--cold"], env, cpu)))
+  if a.plain_dots:               # baseline: XLA's own dot forms (``cpu_matmul.fast_form``)
+    out.append(("project-plain-dots", lambda: Measured(
+        f"project worker ({shape}, plain dots)", project + ["--plain-dots"], env, cpu)))
   if a.processes > 1:             # the same run's baseline: one process on every core
     out.append(("project-1-process", lambda: Measured(
         f"project worker ({shape}, one process)", project, env, cpu)))
@@ -394,6 +402,9 @@ def _parser():
                  help="also time the step as a worker that compiles it itself gets it (a "
                       "config's first run); the project side loads it from the compilation "
                       "cache (reruns, resumes)")
+  p.add_argument("--plain-dots", action="store_true",
+                 help="also time the step with XLA's own dot forms, without the fast form "
+                      "every CPU matmul is given (pallas_kernels.cpu_matmul): its effect")
   p.add_argument("--no-breakdown", action="store_true", help="skip the per-op profile")
   p.add_argument("--json", default=None, help="also write every row and ratio to this file")
   return p
@@ -447,6 +458,8 @@ def main(argv=None) -> int:
     if not a.no_breakdown:
       breakdowns.append(row)
       print(json.dumps(row), flush=True)
+    if a.plain_dots:              # its own program in the cache too: not a cold worker
+      project_row(shape, 1, a.threads, extra=["--plain-dots"])
     cfg = shape_config(shape)
     tokens = cfg.train.batch_size * cfg.data.seq_len
     started = []

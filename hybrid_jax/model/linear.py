@@ -4,8 +4,9 @@ The weight gradient x^T dy contracts the tokens, the leading axis of x; XLA:CPU 
 dot as an Eigen contraction, slow at the toy widths. ``dot_general`` hands a plain
 [..., D_in] x [D_in, D_out] product to ``pallas_kernels.cpu_matmul.matmul``, whose backward
 moves x^T behind a barrier so that both cotangent dots take the fast form. Whole two-thread
-train steps (in-process A/Bs, losses identical): toy 1.07x, toy-B4 1.06-1.08x, MF 1.07x,
-GF 1.04x, d256 even (its Eigen weight gradients already run near the core's peak).
+train steps compiled in the timing process (in-process A/Bs, losses identical): toy 1.07x,
+toy-B4 1.06-1.08x, MF 1.07x, GF 1.04x, d256 even; in cache-loaded workers (``hybrid-jax
+bench train --plain-dots``, every matmul's form together) the gain is 0-6% (README).
 Anything else (another target, batch dims, precision, an output sharding) is
 ``jax.lax.dot_general`` itself.
 """
@@ -14,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from hybrid_jax.flax_nnx import nnx
-from pallas_kernels import cpu_matmul, dispatch
+from pallas_kernels import cpu_matmul
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
@@ -23,7 +24,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
   (contract_l, contract_r), (batch_l, batch_r) = dimension_numbers
   plain = (tuple(contract_l) == (lhs.ndim - 1,) and tuple(contract_r) == (0,)
            and rhs.ndim == 2 and not batch_l and not batch_r and precision is None
-           and out_sharding is None and dispatch.target_platform() == "cpu")
+           and out_sharding is None and cpu_matmul.fast_form())
   if not plain:
     return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
                                preferred_element_type=preferred_element_type,

@@ -32,7 +32,8 @@ def unchunk(x_NxBxCx, t):
 def simple_gla(q, k, v, g, *, scale=None, initial_state=None, chunk_size=DEFAULT_CHUNK):
   """Heads before positions inside each chunk ([N, B, H, C, ...]), so that every matmul,
   forward and backward, is a plain batched one in the form XLA:CPU's fast dot kernel takes
-  (``cpu_matmul``; the whole two-thread toy train step of an M or L hybrid 1.05-1.09x)."""
+  (``cpu_matmul``; whole two-thread toy steps of an M or L hybrid compiled in the timing
+  process: 1.05-1.09x; the bench has no recurrent shape to time it in cache-loaded workers)."""
   b, t, h, dk = q.shape
   dv = v.shape[-1]
   scale = dk ** -0.5 if scale is None else scale

@@ -77,11 +77,11 @@ def _contract_rows(p_QxGxL, x_QxGxD):
   barrier: a batched matmul whose left operand contracts a leading axis went to Eigen at
   about a third of the rate of XLA:CPU's YNNPACK dot (d256's largest dK block, one core: 7.4
   against 3.1 ms), and without the barriers XLA folds both transposes back into the dot.
-  Whole train steps on two threads (in-process A/B, issue 19's notes): d256 1.05x, toy
-  1.08x."""
+  Whole two-thread train steps compiled in the timing process (in-process A/B): d256 1.05x,
+  toy 1.08x; in cache-loaded workers (``bench train --plain-dots``) much less (README)."""
   rows = lambda x: x.reshape(x.shape[:-3] + (x.shape[-3] * x.shape[-2], x.shape[-1]))
   out_DxL = cpu_matmul.matmul_tn(rows(x_QxGxD), rows(p_QxGxL))
-  if dispatch.target_platform() == "cpu":
+  if cpu_matmul.fast_form():
     out_DxL = jax.lax.optimization_barrier(out_DxL)
   return jnp.swapaxes(out_DxL, -1, -2)
 
