@@ -124,7 +124,7 @@ def test_processes_rounds_also_time_one_process_on_every_core(monkeypatch, capsy
   FakeSide.warm(monkeypatch)
   monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
   assert cli.main(["train", "--shapes", "toy", "--processes", "2", "--rounds", "2",
-                   "--no-breakdown"]) == 0
+                   "--warmup-rounds", "0", "--no-breakdown"]) == 0
   blocks = [p for name, p in FakeSide.calls if name == "project"]
   assert blocks == [2, 1, 1, 2]                  # the second round in reverse
   summary = json.loads(capsys.readouterr().out.split("# summary: median over rounds of each "
@@ -139,7 +139,7 @@ def test_rounds_alternate_the_order_of_the_sides_and_every_worker_is_closed(monk
   FakeSide.warm(monkeypatch)
   monkeypatch.setattr(train, "torch_available", lambda: True)
   assert cli.main(["train", "--shapes", "toy", "--peer", "--rounds", "3", "--donation",
-                   "--cold", "--no-breakdown", "--compile-shapes", ""]) == 0
+                   "--cold", "--no-breakdown", "--compile-shapes", "", "--warmup-rounds", "0"]) == 0
   sides = ["project", "project-no-donate", "project-cold", "torch-eager"]
   assert FakeSide.calls[0] == ("one-shot", "toy")
   assert FakeSide.calls[1:5] == [("started", n) for n in sides]
@@ -152,6 +152,33 @@ def test_rounds_alternate_the_order_of_the_sides_and_every_worker_is_closed(monk
   assert summary["project_over_torch-eager"] == 2.0
   assert summary["project_over_project-no-donate"] == 1.2
   assert summary["project_over_project-cold"] == pytest.approx(1.333, abs=1e-3)
+
+
+def test_warmup_rounds_are_printed_but_left_out_of_the_ratios(monkeypatch, capsys):
+  """The first rounds after the workers start (``--warmup-rounds``, numbered below 0) run
+  and print like the others, in the same alternating order, but no summary ratio reads them:
+  here the project's warm-up blocks are ten times slower and the ratio is still the settled
+  rounds' 2.0."""
+  FakeSide.warm(monkeypatch)
+  monkeypatch.setattr(train, "torch_available", lambda: True)
+  settled = FakeSide.block
+  def block(self, steps):
+    warming = sum(1 for n, _ in FakeSide.calls if n == self.name) < 2
+    return settled(self, steps) * (10 if warming and self.name == "project" else 1)
+  monkeypatch.setattr(FakeSide, "block", block)
+  assert cli.main(["train", "--shapes", "toy", "--peer", "--rounds", "3", "--warmup-rounds",
+                   "2", "--no-breakdown", "--compile-shapes", ""]) == 0
+  out = capsys.readouterr().out
+  rows = [json.loads(l) for l in out.splitlines() if l.startswith('{"side"')]
+  assert [(r["side"], r["round"], r.get("warmup", False)) for r in rows] == [
+      ("project", -2, True), ("torch-eager", -2, True), ("torch-eager", -1, True),
+      ("project", -1, True), ("project", 0, False), ("torch-eager", 0, False),
+      ("torch-eager", 1, False), ("project", 1, False), ("project", 2, False),
+      ("torch-eager", 2, False)]
+  assert "after 2 warm-up round(s)" in out.splitlines()[0]
+  summary = json.loads(out.split("within-round ratio\n")[1])["toy"]
+  assert summary["project_over_torch-eager"] == 2.0
+  assert summary["project_over_torch-eager_range"] == [2.0, 2.0]
 
 
 def test_plain_dots_is_a_side_whose_program_is_cached_first(monkeypatch, capsys):
@@ -186,6 +213,7 @@ def test_a_worker_that_fails_before_or_between_blocks_is_one_line_naming_its_out
     (["--compile-shapes", "nope"], "unknown shape(s) nope"),
     (["--threads", "3"], "--threads must be 0"),
     (["--rounds", "0"], "--rounds and --steps must be >= 1"),
+    (["--warmup-rounds", "-1"], "--warmup-rounds >= 0"),
     (["--processes", "0"], "--processes must be 1.."),
     (["--processes", "999"], "--processes must be 1.."),
     (["--processes", "2", "--threads", "1"], "--processes must be 1.."),

@@ -8,7 +8,11 @@ pool obeys; its flags alone left two busy threads). Each compiles and warms up o
 rounds alternate one block of ``--steps`` steps per side, every other round in reverse
 order, while the other sides wait off the cores. Each ratio is taken within a round, so a
 shared machine's slow spells shift both sides alike, and the reported ratio is the median
-over rounds.
+over rounds. The first ``--warmup-rounds`` rounds are printed but not counted: on a 2-core
+host the first 1-4 rounds after the workers started often ran slower, and not alike (d256-B4:
+project 315-317 against 257-259 ms, torch eager 364-381 against 338), which gave a 6-round
+median of 1.19 where the two settled rounds gave 1.31; after 30 idle seconds (one run) they
+did not.
 
 A one-shot project worker per shape runs first: it puts the step in the persistent
 compilation cache, which the timed project worker loads it from (a worker that compiles
@@ -387,6 +391,9 @@ def _parser():
                  help="rounds of one block of steps per side, interleaved (ratios: median "
                       "over rounds)")
   p.add_argument("--steps", type=int, default=5, help="timed steps per block (median)")
+  p.add_argument("--warmup-rounds", type=int, default=3,
+                 help="rounds run first and left out of the ratios: on a shared host the "
+                      "first rounds after the workers start ran slower, the project more")
   p.add_argument("--threads", type=int, default=0,
                  help="threads of both sides: 1, or 0 for every core (default)")
   p.add_argument("--processes", type=int, default=1,
@@ -424,8 +431,8 @@ def main(argv=None) -> int:
                      f"known: {', '.join(SHAPES)}")
   if a.threads not in (0, 1):
     raise BenchError(f"--threads must be 0 (every core) or 1; got {a.threads}")
-  if a.rounds < 1 or a.steps < 1:
-    raise BenchError("--rounds and --steps must be >= 1")
+  if a.rounds < 1 or a.steps < 1 or a.warmup_rounds < 0:
+    raise BenchError("--rounds and --steps must be >= 1, --warmup-rounds >= 0")
   cores = len(local_processes.usable_cores())
   if a.processes < 1 or a.processes > cores or (a.processes > 1 and a.threads == 1):
     raise BenchError(f"--processes must be 1..{cores} (the cores this process may use), and "
@@ -441,7 +448,8 @@ def main(argv=None) -> int:
     peer = False
   project_side = (f"{a.processes} single-threaded processes" if a.processes > 1
                   else f"threads {a.threads or os.cpu_count()}")
-  print(f"# bench train: shapes {','.join(shapes)}, {a.rounds} round(s) x {a.steps} steps, "
+  print(f"# bench train: shapes {','.join(shapes)}, {a.rounds} round(s) x {a.steps} steps "
+        f"after {a.warmup_rounds} warm-up round(s), "
         f"project: {project_side}; peer: threads {a.threads or os.cpu_count()}", flush=True)
   if a.donation:
     for shape in shapes:
@@ -466,12 +474,14 @@ def main(argv=None) -> int:
     try:
       for name, start in sides(shape, a, peer, compiled):
         started.append((name, start()))
-      for r in range(a.rounds):   # every other round in reverse order: no side always first
+      # Warm-up rounds (negative numbers) are printed but left out of the summary; every
+      # other round in reverse order: no side always first.
+      for r in range(-a.warmup_rounds, a.rounds):
         for name, side in (started if r % 2 == 0 else started[::-1]):
           step_s = side.block(a.steps)
           row = dict(side=name, shape=shape, threads=side.ready.get("threads"),
                      processes=side.ready.get("processes", 1), step_s=step_s,
-                     tokens_per_s=tokens / step_s, round=r)
+                     tokens_per_s=tokens / step_s, round=r, **({"warmup": True} if r < 0 else {}))
           rows.append(row)
           print(json.dumps(row), flush=True)
     finally:
@@ -488,7 +498,8 @@ def main(argv=None) -> int:
 
 def summarize(rows) -> dict:
   """Per shape: the project's median tokens/s and, per other side, the median over rounds
-  of project tokens/s over that side's (measured in the same round)."""
+  of project tokens/s over that side's (measured in the same round); warm-up rounds left out."""
+  rows = [r for r in rows if not r.get("warmup")]
   out = {}
   for shape in dict.fromkeys(r["shape"] for r in rows):
     mine = [r for r in rows if r["shape"] == shape]
