@@ -181,6 +181,40 @@ def test_warmup_rounds_are_printed_but_left_out_of_the_ratios(monkeypatch, capsy
   assert summary["project_over_torch-eager_range"] == [2.0, 2.0]
 
 
+def test_summarize_regenerates_a_saved_runs_ratios_from_its_rows(tmp_path, capsys):
+  """``--summarize FILE`` times nothing: the summary comes from a ``--json`` file's rows
+  (the committed record runs), warm-up rounds left out; the lower quartile is of the
+  within-round ratios. A file that is not such a record is one line, exit 2."""
+  rows = [dict(side="project", shape="toy", round=-1, tokens_per_s=1.0, warmup=True),
+          dict(side="torch-eager", shape="toy", round=-1, tokens_per_s=1.0, warmup=True)]
+  for r, (mine, peer) in enumerate([(3.0, 2.0), (2.8, 2.0), (2.6, 2.0), (2.4, 2.0), (2.2, 2.0)]):
+    rows += [dict(side="project", shape="toy", round=r, tokens_per_s=mine),
+             dict(side="torch-eager", shape="toy", round=r, tokens_per_s=peer)]
+  saved = tmp_path / "run.json"
+  saved.write_text(json.dumps(dict(rows=rows, summary={})))
+  assert cli.main(["train", "--summarize", str(saved)]) == 0
+  toy = json.loads(capsys.readouterr().out)["toy"]
+  assert toy["project_over_torch-eager"] == 1.3
+  assert toy["project_over_torch-eager_lower_quartile"] == 1.15
+  assert toy["project_over_torch-eager_range"] == [1.1, 1.5]
+  assert toy["project_tokens_per_s"] == 3
+  saved.write_text(json.dumps(dict(rows=[dict(side="project")])))
+  assert cli.main(["train", "--summarize", str(saved)]) == 2
+  err = capsys.readouterr().err.strip()
+  assert "not a bench train --json file" in err and len(err.splitlines()) == 1
+
+
+def test_committed_record_runs_summarize_to_their_saved_summaries():
+  """The record runs under hybrid_jax/bench/results regenerate their own saved ratios."""
+  results = os.path.join(os.path.dirname(__file__), "..", "hybrid_jax", "bench", "results")
+  for name in sorted(os.listdir(results)):
+    with open(os.path.join(results, name)) as f:
+      saved = json.load(f)
+    again = train.summarize(saved["rows"])
+    for shape, entry in saved["summary"].items():
+      assert {k: v for k, v in again[shape].items() if k in entry} == entry
+
+
 def test_plain_dots_is_a_side_whose_program_is_cached_first(monkeypatch, capsys):
   """``--plain-dots``: the step with XLA's own dot forms, timed in the same rounds; a
   one-shot worker puts its program in the cache first, as for the project (a worker that

@@ -414,6 +414,9 @@ def _parser():
                       "every CPU matmul is given (pallas_kernels.cpu_matmul): its effect")
   p.add_argument("--no-breakdown", action="store_true", help="skip the per-op profile")
   p.add_argument("--json", default=None, help="also write every row and ratio to this file")
+  p.add_argument("--summarize", default=None, metavar="JSON",
+                 help="time nothing: print the summary of the rows in a --json file (a "
+                      "committed run's ratios, regenerated from its rows)")
   return p
 
 
@@ -423,6 +426,9 @@ def main(argv=None) -> int:
     worker(argv[1:])
     return 0
   a = _parser().parse_args(argv)
+  if a.summarize:
+    print(json.dumps(summarize(_saved_rows(a.summarize)), indent=2))
+    return 0
   shapes = list(SHAPES) if a.shapes == "all" else [s for s in a.shapes.split(",") if s]
   compiled = [s for s in a.compile_shapes.split(",") if s]
   unknown = sorted(set(shapes + compiled) - set(SHAPES))
@@ -496,9 +502,22 @@ def main(argv=None) -> int:
   return 0
 
 
+def _saved_rows(path: str) -> list[dict]:
+  """The rows of a ``--json`` file; a one-line BenchError if it is not one."""
+  try:
+    with open(path) as f:
+      rows = json.load(f)["rows"]
+    if not all({"side", "shape", "round", "tokens_per_s"} <= set(r) for r in rows):
+      raise ValueError("a row lacks side, shape, round or tokens_per_s")
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise BenchError(f"--summarize {path}: not a bench train --json file ({e})") from None
+  return rows
+
+
 def summarize(rows) -> dict:
-  """Per shape: the project's median tokens/s and, per other side, the median over rounds
-  of project tokens/s over that side's (measured in the same round); warm-up rounds left out."""
+  """Per shape: the project's median tokens/s and, per other side, the median, lower quartile
+  and range over rounds of project tokens/s over that side's (measured in the same round);
+  warm-up rounds left out."""
   rows = [r for r in rows if not r.get("warmup")]
   out = {}
   for shape in dict.fromkeys(r["shape"] for r in rows):
@@ -511,6 +530,8 @@ def summarize(rows) -> dict:
       entry[f"{side}_tokens_per_s"] = round(statistics.median(
           [r["tokens_per_s"] for r in mine if r["side"] == side]))
       entry[f"project_over_{side}"] = round(statistics.median(ratios), 3)
+      entry[f"project_over_{side}_lower_quartile"] = round(
+          statistics.quantiles(ratios, n=4)[0] if len(ratios) > 1 else ratios[0], 3)
       entry[f"project_over_{side}_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
     out[shape] = entry
   return out
