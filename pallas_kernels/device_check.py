@@ -10,7 +10,8 @@ One command, one JSON file (``--out``, default ``device_check_<platform>.json``)
    falling).
 
 Each row is saved as it comes, and a row that fails records its error in one line (``ok``
-false) and the check goes on; timing runs last since it is the longest part. On a machine
+false) and the check goes on; timing runs last since it is the longest part, its kernels at
+every length before the XLA baselines they are compared with (``add_speedups`` pairs them). On a machine
 lent for a fixed time, ``--budget-s`` stops starting rows in time for the file to say which
 were skipped, and ``--sections`` picks the order (``training,timing,correctness`` puts first
 what has not yet run on a device).
@@ -94,11 +95,13 @@ def compare(op, implementation, args, window=None, interpret=None, baseline="xla
   return row
 
 
-def time_op(op, args, window, implementations, reps) -> list[dict]:
-  """Forward and forward+backward milliseconds of each implementation (and, for SWA, of
-  ``jax.nn.dot_product_attention`` with the same window), with speedups against XLA."""
+def time_op(op, args, window, implementations, reps, dot_product_attention=True) -> list[dict]:
+  """Forward and forward+backward milliseconds of each implementation (and, for SWA unless
+  ``dot_product_attention`` is off, of ``jax.nn.dot_product_attention`` with the same
+  window), with speedups against XLA when it is among them (``add_speedups`` pairs rows
+  timed apart)."""
   fns = {impl: op_fn(op, impl, window) for impl in implementations}
-  if op == "swa":
+  if op == "swa" and dot_product_attention:
     fns["jax.nn.dot_product_attention"] = lambda q, k, v: jax.nn.dot_product_attention(
         q, k, v, is_causal=True, local_window_size=(window - 1, 0))
   rows = []
@@ -115,6 +118,16 @@ def time_op(op, args, window, implementations, reps) -> list[dict]:
     if xla and "error" not in r:
       r["fwd_bwd_speedup_vs_xla"] = xla["fwd_bwd_ms"] / r["fwd_bwd_ms"]
   return rows
+
+
+def add_speedups(rows) -> None:
+  """``fwd_bwd_speedup_vs_xla`` on every timed row whose (op, t, window) has an XLA row."""
+  xla = {(r["op"], r["t"], r["window"]): r["fwd_bwd_ms"] for r in rows
+         if r.get("implementation") == "xla" and "fwd_bwd_ms" in r}
+  for r in rows:
+    key = (r.get("op"), r.get("t"), r.get("window"))
+    if key in xla and "fwd_bwd_ms" in r:
+      r["fwd_bwd_speedup_vs_xla"] = xla[key] / r["fwd_bwd_ms"]
 
 
 def train_steps(pattern, steps, seq_len, batch, size="S1") -> dict:
@@ -199,6 +212,7 @@ def main(argv=None) -> int:
   started = time.perf_counter()
 
   def save():
+    add_speedups(report["timing"])
     write_json_atomically(out, report)
 
   def run_row(section, fn, what):
@@ -251,11 +265,19 @@ def section_rows(section, args, lengths):
       yield (lambda pattern=pattern: [train_steps(pattern, args.steps, args.train_seq_len,
                                                    args.train_batch)], dict(pattern=pattern))
   else:                                            # timing: the longest part
-    for t in lengths:
-      for op in OPS:
-        yield (lambda op=op, t=t: time_op(
-            op, inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16),
-            min(args.window, t), ("auto", "xla"), args.reps), dict(op=op, t=t))
+    # The kernels (and cuDNN's attention) at every length first, then the XLA baselines,
+    # the attention one at w >= T (blockwise causal: one unrolled program per query block)
+    # last of all: on an H200 it took 81 s to compile its forward at T=2048 and the machine's
+    # limit came during its gradient's, which lost the row's kernel timings with it.
+    def row(op, t, implementation):
+      return (lambda: time_op(op, inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16),
+                              min(args.window, t), (implementation,), args.reps,
+                              dot_product_attention=implementation == "auto"),
+              dict(op=op, t=t, implementation=implementation))
+    causal_xla = lambda op, t: op == "swa" and args.window >= t
+    yield from (row(op, t, "auto") for t in lengths for op in OPS)
+    yield from (row(op, t, "xla") for t in lengths for op in OPS if not causal_xla(op, t))
+    yield from (row(op, t, "xla") for t in lengths for op in OPS if causal_xla(op, t))
 
 
 if __name__ == "__main__":

@@ -45,10 +45,36 @@ def test_past_the_budget_rows_are_listed_as_skipped_and_the_file_says_incomplete
   assert device_check.main(["--out", str(out), "--budget-s", "0", "--lengths", "64,128",
                             "--sections", "training,timing"]) == 1
   report = json.loads(out.read_text())
-  assert [r["section"] for r in report["skipped"]] == ["training"] * 3 + ["timing"] * 6
+  assert [r["section"] for r in report["skipped"]] == ["training"] * 3 + ["timing"] * 12
   assert [r.get("pattern") for r in report["skipped"][:3]] == ["SF", "GF", "MF"]
-  assert report["ok"] is False and "9 rows skipped" in report["incomplete"]
+  assert report["ok"] is False and "15 rows skipped" in report["incomplete"]
   assert report["training"] == report["timing"] == report["correctness"] == []
+
+
+def test_timing_runs_every_kernel_before_the_xla_baselines_and_causal_xla_attention_last():
+  """A machine's time limit that comes during a slow XLA baseline's compile (the blockwise
+  causal attention: 81 s for its forward on an H200) costs no kernel timing: the kernels
+  (and cuDNN's attention, beside the SWA kernel) run at every length first, the XLA
+  baselines after, the attention one at w >= T last."""
+  import argparse
+  args = argparse.Namespace(heads=2, head_dim=16, window=96, reps=1)
+  rows = [what for _, what in device_check.section_rows("timing", args, [64, 128])]
+  as_tuples = [(w["implementation"], w["op"], w["t"]) for w in rows]
+  assert as_tuples == (
+      [("auto", op, t) for t in (64, 128) for op in device_check.OPS]
+      + [("xla", "gla", 64), ("xla", "delta", 64), ("xla", "swa", 128), ("xla", "gla", 128),
+         ("xla", "delta", 128), ("xla", "swa", 64)])
+
+
+def test_speedups_pair_rows_timed_apart():
+  rows = [dict(op="swa", t=64, window=32, implementation="auto", fwd_bwd_ms=2.0),
+          dict(op="swa", t=64, window=32, implementation="jax.nn.dot_product_attention",
+               fwd_bwd_ms=4.0),
+          dict(op="gla", t=64, window=64, implementation="auto", fwd_bwd_ms=1.0),
+          dict(op="swa", t=64, window=32, implementation="xla", fwd_bwd_ms=3.0),
+          dict(op="swa", t=128, window=32, implementation="auto", error="no kernel")]
+  device_check.add_speedups(rows)
+  assert [r.get("fwd_bwd_speedup_vs_xla") for r in rows] == [1.5, 0.75, None, 1.0, None]
 
 
 def test_max_relative_error():
@@ -62,6 +88,8 @@ def test_time_op_rows_have_times_and_ratios():
   assert names == ["xla", "jax.nn.dot_product_attention"]
   assert all(r["fwd_ms"] > 0 and r["fwd_bwd_ms"] > 0 for r in rows)
   assert rows[0]["fwd_bwd_speedup_vs_xla"] == 1.0
+  alone = device_check.time_op("swa", args, 16, ("xla",), reps=1, dot_product_attention=False)
+  assert [r["implementation"] for r in alone] == ["xla"]
 
 
 def test_train_steps_records_losses():
