@@ -198,10 +198,11 @@ def test_summarize_regenerates_a_saved_runs_ratios_from_its_rows(tmp_path, capsy
   assert toy["project_over_torch-eager_lower_quartile"] == 1.15
   assert toy["project_over_torch-eager_range"] == [1.1, 1.5]
   assert toy["project_tokens_per_s"] == 3
-  saved.write_text(json.dumps(dict(rows=[dict(side="project")])))
-  assert cli.main(["train", "--summarize", str(saved)]) == 2
-  err = capsys.readouterr().err.strip()
-  assert "not a bench train --json file" in err and len(err.splitlines()) == 1
+  for bad in ([dict(side="project")], [], rows[:2] + [rows[3]]):
+    saved.write_text(json.dumps(dict(rows=bad)))
+    assert cli.main(["train", "--summarize", str(saved)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a bench train --json file" in err and len(err.splitlines()) == 1
 
 
 def test_committed_record_runs_summarize_to_their_saved_summaries():

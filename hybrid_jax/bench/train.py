@@ -509,6 +509,10 @@ def _saved_rows(path: str) -> list[dict]:
       rows = json.load(f)["rows"]
     if not all({"side", "shape", "round", "tokens_per_s"} <= set(r) for r in rows):
       raise ValueError("a row lacks side, shape, round or tokens_per_s")
+    counted = [r for r in rows if not r.get("warmup")]
+    if not counted or ({r["shape"] for r in counted}
+                       != {r["shape"] for r in counted if r["side"] == "project"}):
+      raise ValueError("no counted rows, or a shape without a counted project row")
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise BenchError(f"--summarize {path}: not a bench train --json file ({e})") from None
   return rows
