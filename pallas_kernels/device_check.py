@@ -11,10 +11,10 @@ One command, one JSON file (``--out``, default ``device_check_<platform>.json``)
 
 Each row is saved as it comes, and a row that fails records its error in one line (``ok``
 false) and the check goes on; timing runs last since it is the longest part, its kernels at
-every length before the XLA baselines they are compared with (``add_speedups`` pairs them). On a machine
-lent for a fixed time, ``--budget-s`` stops starting rows in time for the file to say which
-were skipped, and ``--sections`` picks the order (``training,timing,correctness`` puts first
-what has not yet run on a device).
+every length before the XLA baselines they are compared with (``add_speedups`` pairs them).
+On a machine lent for a fixed time, ``--budget-s`` stops starting rows in time for the file
+to say which were skipped, and ``--sections`` picks the order
+(``training,timing,correctness`` puts first what has not yet run on a device).
 
 On a CPU host it refuses with one line (the kernels only compile there: see
 ``python -m pallas_kernels.bench --memory TOPOLOGY`` and tests/test_pallas_compile.py).
@@ -98,8 +98,8 @@ def compare(op, implementation, args, window=None, interpret=None, baseline="xla
 def time_op(op, args, window, implementations, reps, dot_product_attention=True) -> list[dict]:
   """Forward and forward+backward milliseconds of each implementation (and, for SWA unless
   ``dot_product_attention`` is off, of ``jax.nn.dot_product_attention`` with the same
-  window), with speedups against XLA when it is among them (``add_speedups`` pairs rows
-  timed apart)."""
+  window), with speedups against XLA when it is among them (``add_speedups``, which also
+  pairs rows timed apart)."""
   fns = {impl: op_fn(op, impl, window) for impl in implementations}
   if op == "swa" and dot_product_attention:
     fns["jax.nn.dot_product_attention"] = lambda q, k, v: jax.nn.dot_product_attention(
@@ -113,10 +113,7 @@ def time_op(op, args, window, implementations, reps, dot_product_attention=True)
     except Exception as e:          # a baseline this device lacks (e.g. cuDNN's window)
       rows.append(dict(op=op, implementation=name, t=args[0].shape[1], window=window,
                        error=error_line(e)))
-  xla = next((r for r in rows if r["implementation"] == "xla" and "error" not in r), None)
-  for r in rows:
-    if xla and "error" not in r:
-      r["fwd_bwd_speedup_vs_xla"] = xla["fwd_bwd_ms"] / r["fwd_bwd_ms"]
+  add_speedups(rows)
   return rows
 
 
