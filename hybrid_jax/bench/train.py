@@ -9,10 +9,8 @@ rounds alternate one block of ``--steps`` steps per side, every other round in r
 order, while the other sides wait off the cores. Each ratio is taken within a round, so a
 shared machine's slow spells shift both sides alike, and the reported ratio is the median
 over rounds. The first ``--warmup-rounds`` rounds are printed but not counted: on a 2-core
-host the first 1-4 rounds after the workers started often ran slower, and not alike (d256-B4:
-project 315-317 against 257-259 ms, torch eager 364-381 against 338), which gave a 6-round
-median of 1.19 where the two settled rounds gave 1.31; after 30 idle seconds (one run) they
-did not.
+host the first 1-4 rounds after the workers started often ran slower, and not alike (figures
+in the README: one 6-round d256-B4 run gave 1.19 where its two settled rounds gave 1.31).
 
 A one-shot project worker per shape runs first: it puts the step in the persistent
 compilation cache, which the timed project worker loads it from (a worker that compiles
@@ -393,7 +391,7 @@ def _parser():
   p.add_argument("--steps", type=int, default=5, help="timed steps per block (median)")
   p.add_argument("--warmup-rounds", type=int, default=3,
                  help="rounds run first and left out of the ratios: on a shared host the "
-                      "first rounds after the workers start ran slower, the project more")
+                      "first rounds after the workers start ran slower, unevenly between sides")
   p.add_argument("--threads", type=int, default=0,
                  help="threads of both sides: 1, or 0 for every core (default)")
   p.add_argument("--processes", type=int, default=1,
