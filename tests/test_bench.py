@@ -216,6 +216,32 @@ def test_committed_record_runs_summarize_to_their_saved_summaries():
       assert {k: v for k, v in again[shape].items() if k in entry} == entry
 
 
+def test_readme_table_gives_the_committed_record_runs_ratios():
+  """Every median and lower quartile in the README's record-run table is what the committed
+  rows regenerate (the first figures from the all-shapes run, ``rerun`` from the other)."""
+  root = os.path.join(os.path.dirname(__file__), "..")
+  runs = {}
+  for key, name in [("first", "all_shapes"), ("rerun", "d256_rerun")]:
+    with open(os.path.join(root, "hybrid_jax", "bench", "results",
+                           f"train_peer_2026-12-06_{name}.json")) as f:
+      runs[key] = train.summarize(json.load(f)["rows"])
+  with open(os.path.join(root, "README.md")) as f:
+    table = [l for l in f if re.match(r"\| (toy|d256)[\w-]* \| \d\.\d{3} \(", l)]
+  assert len(table) == len(train.SHAPES)
+  checked = 0
+  for line in table:
+    shape, *cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    for side, cell in zip(["torch-eager", "torch-compile"], cells):
+      for part in filter(None, cell.split(";")):
+        key = "rerun" if "rerun" in part else "first"
+        median, quartile = (float(x) for x in re.findall(r"\d\.\d{3}", part)[:2])
+        entry = runs[key][shape]
+        assert (entry[f"project_over_{side}"],
+                entry[f"project_over_{side}_lower_quartile"]) == (median, quartile), line
+        checked += 1
+  assert checked == 11
+
+
 def test_plain_dots_is_a_side_whose_program_is_cached_first(monkeypatch, capsys):
   """``--plain-dots``: the step with XLA's own dot forms, timed in the same rounds; a
   one-shot worker puts its program in the cache first, as for the project (a worker that
