@@ -8,11 +8,20 @@ for SWA, against ``jax.nn.dot_product_attention(..., local_window_size=...)`` (c
 
 On CPU the Pallas kernels only run interpreted, which measures Python, not the kernel:
 they are left out unless ``--interpret`` asks for them, and then are labelled so.
+Two reports need no accelerator: ``--memory TOPOLOGY`` (the recurrent ops' gradient
+temporaries, compiled deviceless) and ``--gpu-spills`` (registers and spill stores of every
+Triton kernel, from ptxas for sm_90a).
 """
 
 import argparse
 import functools
+import glob
 import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
 import time
 
 import jax
@@ -217,6 +226,59 @@ def memory_report(topology: str, lengths, b=1, h=4, dk=128, dv=128) -> list[dict
   return rows
 
 
+_PTXAS = re.compile(r"Function properties for (?P<name>\w+)\n\s+(?P<stack>\d+) bytes stack frame, "
+                    r"(?P<spill>\d+) bytes spill stores.*?\n.*?Used (?P<regs>\d+) registers")
+
+
+def ptxas_usage(ptx_text: str, ptxas: str, arch: str = "sm_90a") -> dict:
+  """{entry function: (registers, spill-store bytes)} of PTX, from ``ptxas -v``."""
+  with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+    f.write(ptx_text)
+    f.flush()
+    out = subprocess.run([ptxas, "-v", f"--gpu-name={arch}", f.name, "-o", os.devnull],
+                         capture_output=True, text=True, check=True).stderr
+  return {m["name"]: (int(m["regs"]), int(m["spill"])) for m in _PTXAS.finditer(out)}
+
+
+def triton_kernel_usage(fn, mesh, *abstract_args) -> dict:
+  """{kernel: (registers, spill-store bytes)} of the Pallas kernels (names ending ``_gpu``) in
+  ``fn``'s program compiled deviceless for ``mesh``'s GPU: XLA writes each kernel's PTX
+  (``xla_dump_to``) and ptxas, which XLA runs too, reports its registers."""
+  with tempfile.TemporaryDirectory(prefix="ptx_") as dump:
+    with jax.set_mesh(mesh):
+      jax.jit(fn).lower(*abstract_args).compile(compiler_options={"xla_dump_to": dump})
+    usage = {}
+    for path in sorted(glob.glob(os.path.join(dump, "*.ptx"))):
+      with open(path) as f:
+        ptx = f.read()
+      if ".entry" in ptx:                # XLA also writes empty files for kernel-less modules
+        usage.update(ptxas_usage(ptx, targets.ptxas()))
+  return {name: u for name, u in sorted(usage.items()) if name.endswith("_gpu")}
+
+
+def gpu_spills_report(topology="h100", t=2048, b=1, h=8, d=128, window=512) -> list[dict]:
+  """Registers and spill stores of each GPU kernel, forward and backward, at head dim ``d``
+  (bf16): one row per kernel, printed."""
+  mesh = targets.mesh(topology)
+  x = lambda heads: targets.abstract((b, t, heads, d), jnp.bfloat16, mesh)
+  gates = targets.abstract((b, t, h), jnp.float32, mesh)
+  swa_loss = lambda q, k, v: jnp.sum(swa_api.sliding_window_attention(
+      q, k, v, window=window).astype(jnp.float32))
+  programs = {"swa": (jax.grad(swa_loss, argnums=(0, 1, 2)), x(h), x(h // 2), x(h // 2))}
+  for op in ("gla", "delta"):
+    programs[op] = (jax.grad(recurrent_loss(op), argnums=(0, 1, 2, 3, 4)),
+                    x(h), x(h), x(h), gates, gates)
+  print(f"# Triton kernels compiled deviceless for {topology} (sm_90a): B={b}, T={t}, H={h}, "
+        f"head dim {d}, bf16; ptxas -v")
+  rows = []
+  for op, (fn, *args) in programs.items():
+    for kernel, (regs, spill) in triton_kernel_usage(fn, mesh, *args).items():
+      rows.append(dict(op=op, kernel=kernel, registers=regs, spill_store_bytes=spill))
+      print(f"spills {op:5s} {kernel:14s} {regs:4d} registers  {spill:6d} bytes spill stores",
+            flush=True)
+  return rows
+
+
 # The attention shapes of hybrid_jax's CPU benchmark family (hybrid_jax.bench.train.SHAPES):
 # name -> (B, T, H, H_kv, D, window); window >= T is full causal attention.
 CPU_ROW_SHAPES = {"toy S": (8, 256, 4, 2, 16, 32), "toy F": (8, 256, 4, 2, 16, 256),
@@ -290,6 +352,11 @@ def cpu_blocks_report(rounds: int = 7, reps: int = 3) -> list[dict]:
 
 def main(argv=None):
   p = argparse.ArgumentParser(prog="python -m pallas_kernels.bench", description=__doc__.splitlines()[0])
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if any(a.startswith(("--memory", "--gpu-spills")) for a in argv):
+    # Compiled for a target, never run here: JAX stays on the CPU, so that a GPU plugin
+    # installed on a host without a GPU does not fail at start and take the target with it.
+    jax.config.update("jax_platforms", "cpu")
   on_cpu = jax.default_backend() == "cpu"
   p.add_argument("--ops", default="swa,gla,delta")
   p.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")],
@@ -311,6 +378,9 @@ def main(argv=None):
                  help="instead of timing: compile deviceless for TOPOLOGY (e.g. v5e:2x2, "
                       "h100:1) and print the delta rule's vs simple GLA's gradient memory at "
                       "--lengths (default 4096,16384), B=1, H=4, K=V=128, bf16")
+  p.add_argument("--gpu-spills", action="store_true",
+                 help="instead: registers and spill stores of every Triton kernel, compiled "
+                      "deviceless for an H100 (sm_90a)")
   p.add_argument("--cpu-rows", action="store_true",
                  help="instead: the CPU attention path row by row against the whole batch, "
                       "fwd+bwd at the toy family's shapes (pin to one core: taskset -c 0)")
@@ -329,6 +399,15 @@ def main(argv=None):
       with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)
     return rows
+  if args.gpu_spills:
+    reason = targets.missing("gpu")
+    if reason:
+      p.error(f"--gpu-spills: {reason}")
+    rows = gpu_spills_report()
+    if args.json:
+      with open(args.json, "w") as f:
+        json.dump(rows, f, indent=1)
+    return rows
   if args.memory:
     try:
       targets.parse(args.memory)
@@ -337,7 +416,7 @@ def main(argv=None):
       p.error(f"--memory: {e}")
     if reason:
       p.error(f"--memory: {reason}")
-    lengths = args.lengths if argv and "--lengths" in argv else [4096, 16384]
+    lengths = args.lengths if any(a.startswith("--lengths") for a in argv) else [4096, 16384]
     rows = memory_report(args.memory, lengths)
     if args.json:
       with open(args.json, "w") as f:

@@ -99,7 +99,7 @@ def gpu_install_hint() -> str:
           f'  (or: pip install -e ".[gpu-compile]")')
 
 
-def _ptxas() -> str | None:
+def ptxas() -> str | None:
   """ptxas on PATH, or the one of the nvidia-cuda-nvcc-cu12 wheel (where XLA also looks)."""
   found = shutil.which("ptxas")
   if found:
@@ -121,7 +121,7 @@ def missing(platform: str) -> str | None:
   if platform == "gpu":
     if importlib.util.find_spec("jax_cuda12_plugin") is None:
       return f"the CUDA PJRT plugin is not installed; {gpu_install_hint()}"
-    if _ptxas() is None:
+    if ptxas() is None:
       return f"ptxas was not found (PATH or nvidia-cuda-nvcc-cu12); {gpu_install_hint()}"
     return None
   raise TargetError(f"platform must be 'tpu' or 'gpu'; got {platform!r}")

@@ -75,6 +75,18 @@ def test_bench_rejects_bad_arguments():
     bench.main(["--windows", "0"])
 
 
+def test_gpu_spills_without_the_gpu_compiler_is_one_line_saying_how_to_install(capsys,
+                                                                              monkeypatch):
+  from pallas_kernels import targets
+  monkeypatch.setattr(targets, "missing", lambda platform: "the CUDA PJRT plugin is not "
+                      "installed; " + targets.gpu_install_hint())
+  with pytest.raises(SystemExit) as e:
+    bench.main(["--gpu-spills"])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()[-1]
+  assert "--gpu-spills: the CUDA PJRT plugin is not installed" in err and "jax-cuda12-plugin" in err
+
+
 def test_library_baseline_computes_the_same_window():
   """The benchmark's comparison is like for like: local_window_size=(w-1, 0) is our window."""
   import jax

@@ -116,6 +116,20 @@ def test_kernel_matches_per_token_reference(impl, op, case, capsys):
     _assert_no_races(capsys.readouterr().out)
 
 
+@pytest.mark.parametrize("op", ["simple_gla", "gated_delta_rule"])
+def test_gpu_kernels_split_the_value_columns_across_programs(op):
+  """V = 72 pads to 128: two programs per head, each scanning 64 columns of the state; the
+  cotangents that sum over the columns (dq, dk, the decays') come out whole."""
+  from pallas_kernels.linear_scan import pallas_gpu
+  case = (37, 2, 16, 72, True, jnp.float32, None)
+  assert pallas_gpu.pow2_at_least_16(case[3]) // pallas_gpu.v_block(128) == 2
+  names = ["o", "final_state", "dq", "dk", "dv", "dg"]
+  names += ["dbeta"] if op == "gated_delta_rule" else []
+  for name, a, b in zip(names + ["dinitial_state"], _forward_and_grads(op, "pallas_gpu", case),
+                        _reference(op, case), strict=True):
+    _close(name, a, b, TOL[jnp.float32])
+
+
 @pytest.mark.parametrize("platform", ["tpu", "cuda"])
 @pytest.mark.parametrize("op", ["simple_gla", "gated_delta_rule"])
 def test_forward_and_backward_lower_for_the_accelerator(op, platform):

@@ -2,11 +2,22 @@
 state scan over precomputed WY factors (``forward``/``backward``, used by
 ``delta_rule.pallas_gpu``).
 
-Grid (B, H): one program per head holds the state [K, V] and walks the chunks with a
-``fori_loop`` (the backwards walk them in reverse carrying dS, reading the per-chunk states
-the forward saved). Triton wants power-of-2 tensors and matmul dims >= 16, so the wrappers
-zero-pad K, V and the chunk to such sizes, which leaves the recurrence unchanged. The
-per-chunk math is ``state_scan``'s, shared with the TPU kernels; one forward and one
+Grid (B, H, V / V_BLOCK): one program per head and block of the state's value columns holds
+its [K, V_BLOCK] slice of the state and walks the chunks with a ``fori_loop`` (the backwards
+walk them in reverse carrying dS, reading the per-chunk states the forward saved). The
+recurrence never mixes value columns, so the blocks are independent: each writes its columns
+of o, the states and dv, and its share of the cotangents that sum over the columns (dq, dk,
+dW, dAqk, the decays'), which XLA adds up after the call. A whole [128, 128] float32 state
+per program in 4 warps spilled registers (ptxas for sm_90a, B=1, T=2048, H=8: 2.1-2.2 KB of
+spill stores in the forwards, 8.3-11.1 KB in the backwards) and gave a GPU only B * H
+programs; 64 columns in 8 warps spill 0.4-0.5 KB and 2.3-4.5 KB (``python -m
+pallas_kernels.bench --gpu-spills``) with twice the programs, for 22-36% more gradient
+temporaries (the column blocks' shares before they are summed; ``--memory h100:1``). 32
+columns spilled less again (0.2-0.3 KB, 1.3-2.9 KB) but doubled the delta rule's
+temporaries; neither is timed on a GPU yet (``device_check``).
+
+Triton wants power-of-2 tensors and matmul dims >= 16, so the wrappers zero-pad K, V and the
+chunk to such sizes, which leaves the recurrence unchanged. The per-chunk math is ``state_scan``'s, shared with the TPU kernels; one forward and one
 backward kernel body serve both scans (``_scan_fwd_kernel``, ``_scan_bwd_kernel``).
 """
 
@@ -21,7 +32,8 @@ from pallas_kernels import costs
 from pallas_kernels.linear_scan import state_scan
 
 DEFAULT_CHUNK = 64
-_PARAMS = pltr.CompilerParams(num_warps=4, num_stages=1)
+V_BLOCK = 64        # value columns per program (bench --gpu-spills; tests/test_pallas_compile.py)
+_PARAMS = pltr.CompilerParams(num_warps=8, num_stages=1)   # 8: fewer spills (bench)
 
 
 def pow2_at_least_16(n):
@@ -32,9 +44,29 @@ def gpu_chunk(chunk_size, t):
   return pow2_at_least_16(min(chunk_size, t))
 
 
+def v_block(dv_padded: int) -> int:
+  return min(dv_padded, V_BLOCK)
+
+
 def _whole(rows, cols):
-  """The whole [rows, cols] slab of one (b, h)."""
-  return pl.BlockSpec((None, None, rows, cols), lambda b, h: (b, h, 0, 0))
+  """The whole [rows, cols] slab of one (b, h), whichever value block."""
+  return pl.BlockSpec((None, None, rows, cols), lambda b, h, j: (b, h, 0, 0))
+
+
+def _cols(rows, cols):
+  """Value block j's [rows, cols] columns of one (b, h)."""
+  return pl.BlockSpec((None, None, rows, cols), lambda b, h, j: (b, h, 0, j))
+
+
+def _share(rows, cols):
+  """Value block j's own [rows, cols] slab of a cotangent that sums over the blocks
+  (layout [B, V blocks, H, rows, cols], batch first like every other operand, so that a
+  sharded batch stays the leading axis; ``_summed`` adds the blocks)."""
+  return pl.BlockSpec((None, None, None, rows, cols), lambda b, h, j: (b, j, h, 0, 0))
+
+
+def _summed(x):
+  return x.sum(axis=1)
 
 
 def _scan_fwd_kernel(n, chunk, chunk_math, *refs):
@@ -69,8 +101,8 @@ def _scan_bwd_kernel(n, chunk, n_in, chunk_math, store, *refs):
   ds0_ref[...] = jax.lax.fori_loop(0, n, step, in_refs[-1][...])
 
 
-def _call(kernel, name, b, h, in_specs, out_specs, out_shape, cost, interpret):
-  return pl.pallas_call(kernel, grid=(b, h), in_specs=in_specs, out_specs=out_specs,
+def _call(kernel, name, b, h, nv, in_specs, out_specs, out_shape, cost, interpret):
+  return pl.pallas_call(kernel, grid=(b, h, nv), in_specs=in_specs, out_specs=out_specs,
                         out_shape=out_shape, compiler_params=_PARAMS, cost_estimate=cost,
                         name=name, interpret=interpret)
 
@@ -95,35 +127,41 @@ def _store_rows(chunk, i, rows, refs, cts):
 def forward(interpret, qd, kd, w, ut, aqk, gam, s0, chunk):
   b, h, tp, dk = qd.shape
   dv, n = ut.shape[-1], tp // chunk
+  bv = v_block(dv)
   f32 = jnp.float32
-  ins = [_whole(tp, dk)] * 3 + [_whole(tp, dv), _whole(tp, chunk), _whole(tp, 1), _whole(dk, dv)]
+  ins = [_whole(tp, dk)] * 3 + [_cols(tp, bv), _whole(tp, chunk), _whole(tp, 1), _cols(dk, bv)]
   out_shape = [jax.ShapeDtypeStruct((b, h, tp, dv), f32),
                jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
                jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
   args = (qd, kd, w, ut, aqk, gam, s0)
   cost = costs.estimate(costs.scan_flops(b, h, tp, chunk, dk, dv, True), 0, args, out_shape)
   math = functools.partial(_state_chunk_forward, chunk)
-  return _call(functools.partial(_scan_fwd_kernel, n, chunk, math), "scan_fwd_gpu", b, h, ins,
-               [_whole(tp, dv), _whole(n * dk, dv), _whole(dk, dv)], out_shape, cost,
-               interpret)(*args)
+  return _call(functools.partial(_scan_fwd_kernel, n, chunk, math), "scan_fwd_gpu", b, h,
+               dv // bv, ins, [_cols(tp, bv), _cols(n * dk, bv), _cols(dk, bv)], out_shape,
+               cost, interpret)(*args)
 
 
 def backward(interpret, qd, kd, w, ut, aqk, gam, states, do, ds_final, chunk):
   b, h, tp, dk = qd.shape
   dv, n = ut.shape[-1], tp // chunk
+  bv = v_block(dv)
+  nv = dv // bv
   f32 = jnp.float32
-  seq = [_whole(tp, dk)] * 3 + [_whole(tp, dv), _whole(tp, chunk), _whole(tp, 1)]
-  shape = lambda d: jax.ShapeDtypeStruct((b, h, tp, d), f32)
-  outs = [shape(dk)] * 3 + [shape(dv), shape(chunk), shape(1),
+  ins = [_whole(tp, dk)] * 3 + [_cols(tp, bv), _whole(tp, chunk), _whole(tp, 1),
+                                _cols(n * dk, bv), _cols(tp, bv), _cols(dk, bv)]
+  share = lambda d: jax.ShapeDtypeStruct((b, nv, h, tp, d), f32)
+  outs = [share(dk)] * 3 + [jax.ShapeDtypeStruct((b, h, tp, dv), f32), share(chunk), share(1),
                             jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  out_specs = [_share(tp, dk)] * 3 + [_cols(tp, bv), _share(tp, chunk), _share(tp, 1),
+                                      _cols(dk, bv)]
   args = (qd, kd, w, ut, aqk, gam, states, do, ds_final)
   cost = costs.estimate(2 * costs.scan_flops(b, h, tp, chunk, dk, dv, True), 0, args, outs)
   kernel = functools.partial(_scan_bwd_kernel, n, chunk, len(args),
                              functools.partial(_state_chunk_backward, chunk),
                              functools.partial(_store_rows, chunk))
-  return tuple(_call(kernel, "scan_bwd_gpu", b, h,
-                     seq + [_whole(n * dk, dv), _whole(tp, dv), _whole(dk, dv)],
-                     seq + [_whole(dk, dv)], outs, cost, interpret)(*args))
+  dqd, dkd, dw, dut, daqk, dgam, ds0 = _call(kernel, "scan_bwd_gpu", b, h, nv, ins, out_specs,
+                                             outs, cost, interpret)(*args)
+  return (_summed(dqd), _summed(dkd), _summed(dw), dut, _summed(daqk), _summed(dgam), ds0)
 
 
 @functools.lru_cache(maxsize=None)
@@ -163,6 +201,7 @@ def _gla_transcendentals(b, h, tp, chunk):
 def gla_forward(interpret, q, k, v, b_col, b_row, s0, chunk, scale):
   b, h, tp, dk = q.shape
   dv, n = v.shape[-1], tp // chunk
+  bv = v_block(dv)
   f32 = jnp.float32
   out_shape = [jax.ShapeDtypeStruct((b, h, tp, dv), f32),
                jax.ShapeDtypeStruct((b, h, n * dk, dv), f32),
@@ -172,29 +211,34 @@ def gla_forward(interpret, q, k, v, b_col, b_row, s0, chunk, scale):
                         _gla_transcendentals(b, h, tp, chunk), args, out_shape)
   math = functools.partial(_gla_chunk_forward, chunk, scale)
   return _call(functools.partial(_scan_fwd_kernel, n, chunk, math), "gla_fwd_gpu", b, h,
-               [_whole(tp, dk), _whole(tp, dk), _whole(tp, dv), _whole(tp, 1), _whole(n, chunk),
-                _whole(dk, dv)],
-               [_whole(tp, dv), _whole(n * dk, dv), _whole(dk, dv)], out_shape, cost,
+               dv // bv, [_whole(tp, dk), _whole(tp, dk), _cols(tp, bv), _whole(tp, 1),
+                          _whole(n, chunk), _cols(dk, bv)],
+               [_cols(tp, bv), _cols(n * dk, bv), _cols(dk, bv)], out_shape, cost,
                interpret)(*args)
 
 
 def gla_backward(interpret, q, k, v, b_col, b_row, states, do, ds_final, chunk, scale):
   b, h, tp, dk = q.shape
   dv, n = v.shape[-1], tp // chunk
+  bv = v_block(dv)
+  nv = dv // bv
   f32 = jnp.float32
-  seq = [_whole(tp, dk), _whole(tp, dk), _whole(tp, dv), _whole(tp, 1), _whole(n, chunk)]
-  shape = lambda d: jax.ShapeDtypeStruct((b, h, tp, d), f32)
-  outs = [shape(dk), shape(dk), shape(dv), shape(1), jax.ShapeDtypeStruct((b, h, n, chunk), f32),
-          jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  ins = [_whole(tp, dk), _whole(tp, dk), _cols(tp, bv), _whole(tp, 1), _whole(n, chunk),
+         _cols(n * dk, bv), _cols(tp, bv), _cols(dk, bv)]
+  share = lambda rows, d: jax.ShapeDtypeStruct((b, nv, h, rows, d), f32)
+  outs = [share(tp, dk), share(tp, dk), jax.ShapeDtypeStruct((b, h, tp, dv), f32),
+          share(tp, 1), share(n, chunk), jax.ShapeDtypeStruct((b, h, dk, dv), f32)]
+  out_specs = [_share(tp, dk), _share(tp, dk), _cols(tp, bv), _share(tp, 1), _share(n, chunk),
+               _cols(dk, bv)]
   args = (q, k, v, b_col, b_row, states, do, ds_final)
   cost = costs.estimate(2 * costs.scan_flops(b, h, tp, chunk, dk, dv, False),
                         _gla_transcendentals(b, h, tp, chunk), args, outs)
   kernel = functools.partial(_scan_bwd_kernel, n, chunk, len(args),
                              functools.partial(_gla_chunk_backward, chunk, scale),
                              functools.partial(_gla_store, chunk))
-  return tuple(_call(kernel, "gla_bwd_gpu", b, h,
-                     seq + [_whole(n * dk, dv), _whole(tp, dv), _whole(dk, dv)],
-                     seq + [_whole(dk, dv)], outs, cost, interpret)(*args))
+  dq, dk_, dv_, db_col, db_row, ds0 = _call(kernel, "gla_bwd_gpu", b, h, nv, ins, out_specs,
+                                            outs, cost, interpret)(*args)
+  return _summed(dq), _summed(dk_), dv_, _summed(db_col), _summed(db_row), ds0
 
 
 @functools.lru_cache(maxsize=None)
