@@ -263,9 +263,10 @@ def section_rows(section, args, lengths):
                                                    args.train_batch)], dict(pattern=pattern))
   else:                                            # timing: the longest part
     # The kernels (and cuDNN's attention) at every length first, then the XLA baselines,
-    # the attention one at w >= T (blockwise causal: one unrolled program per query block)
-    # last of all: on an H200 it took 81 s to compile its forward at T=2048 and the machine's
-    # limit came during its gradient's, which lost the row's kernel timings with it.
+    # the attention one at w >= T last of all: on an H200 its unrolled form (a matmul shape
+    # per query block) took 81 s to compile its forward at T=2048 and the machine's limit
+    # came during its gradient's, which lost the row's kernel timings with it. It is folded
+    # into one shape since (swa/xla.py, ``_folded_*``), not yet compiled on a device.
     def row(op, t, implementation):
       return (lambda: time_op(op, inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16),
                               min(args.window, t), (implementation,), args.reps,

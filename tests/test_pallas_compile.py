@@ -165,6 +165,32 @@ def test_gpu_scan_kernels_split_the_state_and_spill_at_most_half_as_much(op, mon
     assert split[name][1] <= whole[name][1] / 2, (name, split[name], whole[name])
 
 
+@_needs("gpu")
+def test_xla_causal_attention_compiles_for_sm90_with_few_gemm_shapes():
+  """The XLA path of full causal attention (the device check's baseline, ``xla`` on a GPU)
+  compiled for an H100: folded, its forward and backward hold at most 5 distinct matmul
+  shapes for the GPU to autotune, however many blocks; unrolled (8 blocks here), several per
+  query block."""
+  import re
+  from pallas_kernels.swa import xla
+  mesh = targets.mesh("h100")
+  q = targets.abstract((1, 1024, 4, 64), jnp.bfloat16, mesh)
+  kv = targets.abstract((1, 1024, 2, 64), jnp.bfloat16, mesh)
+
+  def gemm_shapes(folded):
+    """(result type, dimension numbers) of every matmul of the compiled program (XLA keeps
+    them as dots inside its GEMM fusions)."""
+    f = lambda q, k, v: xla.full_causal_attention(q, k, v, block_size=128, folded=folded)
+    fb = lambda q, k, v: jax.vjp(f, q, k, v)[1](q)
+    text = targets.compile_on(fb, mesh, q, kv, kv).as_text()
+    dims = r"(?:lhs|rhs)_[a-z]+_dims=\{[0-9,]*\}"
+    return set(re.findall(rf"= ((?:bf16|f32)\[[0-9,]*\])\S* dot\([^)]*\), ({dims}(?:, {dims})*)",
+                          text))
+
+  folded, unrolled = gemm_shapes(True), gemm_shapes(False)
+  assert 0 < len(folded) <= 5 and len(unrolled) >= 16, (folded, unrolled)
+
+
 def test_unknown_topology_and_missing_compiler_are_one_line_errors(monkeypatch):
   for bad in ("v9:2x2", "tpu", "h100:2x2", "v5e:0x2"):
     with pytest.raises(targets.TargetError, match="unknown topology") as e:
