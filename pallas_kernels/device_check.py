@@ -6,6 +6,8 @@ One command, one JSON file (``--out``, default ``device_check_<platform>.json``)
    accelerator) against its XLA path, forward and every gradient, fp32 and bf16;
 2. ``timing``: forward+backward of every op at T = 2K..32K, the kernel against the XLA
    path and, for sliding-window attention, ``jax.nn.dot_product_attention`` (cuDNN on GPU);
+   on a GPU also the scan kernels' layout before their state was split over programs
+   (``WHOLE_STATE``), which settles that split;
 3. ``training``: 20 steps of S1 SF, GF and MF with ``auto`` kernels (losses finite and
    falling).
 
@@ -21,6 +23,7 @@ On a CPU host it refuses with one line (the kernels only compile there: see
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -37,9 +40,13 @@ from hybrid_jax.train import loop
 from pallas_kernels import bench, dispatch
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
+from pallas_kernels.linear_scan import pallas_gpu
 from pallas_kernels.swa import api as swa_api
 
 OPS = ("swa", "gla", "delta")
+# The GPU scan kernels as they were before their state's value columns were split over
+# programs (one program per head, 4 warps): timed beside "auto" to settle the split on a GPU.
+WHOLE_STATE = "auto, whole state per program"
 SECTIONS = ("correctness", "training", "timing")
 TOLERANCE = {"float32": 2e-3, "bfloat16": 5e-2}   # relative to the XLA path's largest value
 
@@ -100,14 +107,16 @@ def time_op(op, args, window, implementations, reps, dot_product_attention=True)
   ``dot_product_attention`` is off, of ``jax.nn.dot_product_attention`` with the same
   window), with speedups against XLA when it is among them (``add_speedups``, which also
   pairs rows timed apart)."""
-  fns = {impl: op_fn(op, impl, window) for impl in implementations}
+  fns = {impl: op_fn(op, "auto" if impl == WHOLE_STATE else impl, window)
+         for impl in implementations}
   if op == "swa" and dot_product_attention:
     fns["jax.nn.dot_product_attention"] = lambda q, k, v: jax.nn.dot_product_attention(
         q, k, v, is_causal=True, local_window_size=(window - 1, 0))
   rows = []
   for name, fn in fns.items():
     try:
-      fwd, fwd_bwd = bench.fwd_and_fwd_bwd(fn, args, reps)
+      with (pallas_gpu.layout(128, 4) if name == WHOLE_STATE else contextlib.nullcontext()):
+        fwd, fwd_bwd = bench.fwd_and_fwd_bwd(fn, args, reps)
       rows.append(dict(op=op, implementation=name, t=args[0].shape[1], window=window,
                        fwd_ms=fwd * 1e3, fwd_bwd_ms=fwd_bwd * 1e3))
     except Exception as e:          # a baseline this device lacks (e.g. cuDNN's window)
@@ -247,9 +256,10 @@ def main(argv=None) -> int:
   return 0 if report["ok"] else 1
 
 
-def section_rows(section, args, lengths):
+def section_rows(section, args, lengths, platform=None):
   """(fn, what) of each row of ``section``: ``fn()`` returns its rows (a list: timing gives
-  one per implementation); ``what`` names the row if it fails or is skipped."""
+  one per implementation); ``what`` names the row if it fails or is skipped. ``platform``
+  (None: this host's target) adds the GPU scans' earlier layout (``WHOLE_STATE``) on "gpu"."""
   if section == "correctness":                     # kernel against XLA, fwd + grads
     for op in OPS:
       for dtype in (jnp.float32, jnp.bfloat16):
@@ -274,6 +284,8 @@ def section_rows(section, args, lengths):
               dict(op=op, t=t, implementation=implementation))
     causal_xla = lambda op, t: op == "swa" and args.window >= t
     yield from (row(op, t, "auto") for t in lengths for op in OPS)
+    if (platform or dispatch.target_platform()) == "gpu":
+      yield from (row(op, t, WHOLE_STATE) for t in lengths for op in ("gla", "delta"))
     yield from (row(op, t, "xla") for t in lengths for op in OPS if not causal_xla(op, t))
     yield from (row(op, t, "xla") for t in lengths for op in OPS if causal_xla(op, t))
 

@@ -66,6 +66,41 @@ def test_timing_runs_every_kernel_before_the_xla_baselines_and_causal_xla_attent
          ("xla", "delta", 128), ("xla", "swa", 64)])
 
 
+def test_on_a_gpu_the_scans_earlier_layout_is_timed_after_the_kernels():
+  """The split of the scan kernels' state (not timed on a GPU when it was made) gets its
+  A/B on the next GPU: the whole-state layout's rows come right after the kernels', before
+  the XLA baselines; other platforms have no such rows."""
+  import argparse
+  args = argparse.Namespace(heads=2, head_dim=16, window=96, reps=1)
+  rows = lambda platform: [(w["implementation"], w["op"], w["t"]) for _, w in
+                           device_check.section_rows("timing", args, [64, 128], platform)]
+  whole = device_check.WHOLE_STATE
+  gpu, tpu = rows("gpu"), rows("tpu")
+  assert gpu[6:10] == [(whole, op, t) for t in (64, 128) for op in ("gla", "delta")]
+  assert gpu[:6] + gpu[10:] == tpu and not any(r[0] == whole for r in tpu)
+  timed = device_check.time_op("gla", device_check.inputs("gla", 1, 32, 2, 16, jnp.float32), 32,
+                               (whole,), reps=1)
+  assert [r["implementation"] for r in timed] == [whole] and timed[0]["fwd_bwd_ms"] > 0
+
+
+def test_whole_state_layout_traces_the_gpu_kernels_as_before_the_split():
+  """Inside ``layout(128, 4)`` a head's state is one program of 4 warps; after it, blocks of
+  64 columns in 8 warps again (read from the traced pallas_call's grid)."""
+  import re
+
+  import jax
+  from pallas_kernels.linear_scan import pallas_gpu
+  args = device_check.inputs("gla", 1, 64, 2, 128, jnp.float32)
+  fn = lambda: str(jax.make_jaxpr(lambda *a: device_check.op_fn("gla", "pallas_gpu")(*a))(*args))
+  with pallas_gpu.layout(128, 4):
+    inside = fn()
+  after = fn()
+  grids = lambda text: set(re.findall(r"GridMapping\(grid=(\([0-9, ]*\))", text))
+  warps = lambda text: set(re.findall(r"num_warps=(\d+)", text))
+  assert grids(inside) == {"(1, 2, 1)"} and warps(inside) == {"4"}
+  assert grids(after) == {"(1, 2, 2)"} and warps(after) == {"8"}
+
+
 def test_speedups_pair_rows_timed_apart():
   rows = [dict(op="swa", t=64, window=32, implementation="auto", fwd_bwd_ms=2.0),
           dict(op="swa", t=64, window=32, implementation="jax.nn.dot_product_attention",

@@ -21,6 +21,7 @@ chunk to such sizes, which leaves the recurrence unchanged. The per-chunk math i
 backward kernel body serve both scans (``_scan_fwd_kernel``, ``_scan_bwd_kernel``).
 """
 
+import contextlib
 import functools
 
 import jax
@@ -46,6 +47,20 @@ def gpu_chunk(chunk_size, t):
 
 def v_block(dv_padded: int) -> int:
   return min(dv_padded, V_BLOCK)
+
+
+@contextlib.contextmanager
+def layout(v_block_columns: int, num_warps: int):
+  """Kernels traced inside use this value-column block and warp count: the device check
+  times the layout before the split (128 columns, 4 warps) against the default, which no
+  GPU has timed yet."""
+  global V_BLOCK, _PARAMS
+  saved = V_BLOCK, _PARAMS
+  V_BLOCK, _PARAMS = v_block_columns, pltr.CompilerParams(num_warps=num_warps, num_stages=1)
+  try:
+    yield
+  finally:
+    V_BLOCK, _PARAMS = saved
 
 
 def _whole(rows, cols):
