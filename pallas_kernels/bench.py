@@ -246,7 +246,9 @@ def triton_kernel_usage(fn, mesh, *abstract_args) -> dict:
   (``xla_dump_to``) and ptxas, which XLA runs too, reports its registers."""
   with tempfile.TemporaryDirectory(prefix="ptx_") as dump:
     with jax.set_mesh(mesh):
-      jax.jit(fn).lower(*abstract_args).compile(compiler_options={"xla_dump_to": dump})
+      # the emitter pattern: jax 0.11's XLA writes kernels' PTX only for emitters it names
+      jax.jit(fn).lower(*abstract_args).compile(
+          compiler_options={"xla_dump_to": dump, "xla_dump_emitter_re": ".*"})
     usage = {}
     for path in sorted(glob.glob(os.path.join(dump, "*.ptx"))):
       with open(path) as f:

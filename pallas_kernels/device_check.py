@@ -115,7 +115,7 @@ def time_op(op, args, window, implementations, reps, dot_product_attention=True)
   rows = []
   for name, fn in fns.items():
     try:
-      with (pallas_gpu.layout(128, 4) if name == WHOLE_STATE else contextlib.nullcontext()):
+      with (pallas_gpu.layout(None, 4) if name == WHOLE_STATE else contextlib.nullcontext()):
         fwd, fwd_bwd = bench.fwd_and_fwd_bwd(fn, args, reps)
       rows.append(dict(op=op, implementation=name, t=args[0].shape[1], window=window,
                        fwd_ms=fwd * 1e3, fwd_bwd_ms=fwd_bwd * 1e3))

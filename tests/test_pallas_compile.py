@@ -143,7 +143,7 @@ def test_gpu_kernels_compile_for_sm90_per_device_on_eight_h100s(op):
 
 @_needs("gpu")
 @pytest.mark.parametrize("op", ["gla", "delta"])
-def test_gpu_scan_kernels_split_the_state_and_spill_at_most_half_as_much(op, monkeypatch):
+def test_gpu_scan_kernels_split_the_state_and_spill_at_most_half_as_much(op):
   """At K = V = 128, one program per head holding the whole [128, 128] float32 state in 4 warps
   (the kernels before) spilled registers on sm_90a; programs over 64 columns of the state, in 8
   warps, spill at most half as much, kernel by kernel (ptxas's own figures, both compiled
@@ -154,10 +154,8 @@ def test_gpu_scan_kernels_split_the_state_and_spill_at_most_half_as_much(op, mon
   gate = targets.abstract((1, 128, 2), jnp.float32, mesh)
   assert 128 // pallas_gpu.v_block(128) == 2
   split = bench.triton_kernel_usage(_grad(op), mesh, x, x, x, gate, gate)
-  monkeypatch.setattr(pallas_gpu, "V_BLOCK", 128)
-  monkeypatch.setattr(pallas_gpu, "_PARAMS", pallas_gpu.pltr.CompilerParams(num_warps=4,
-                                                                            num_stages=1))
-  whole = bench.triton_kernel_usage(_grad(op), mesh, x, x, x, gate, gate)
+  with pallas_gpu.layout(None, 4):
+    whole = bench.triton_kernel_usage(_grad(op), mesh, x, x, x, gate, gate)
   names = {f"{n}_gpu" for n in KERNEL_NAMES[op]}
   assert set(split) == set(whole) == names, (split, whole)
   for name in names:

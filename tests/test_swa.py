@@ -295,28 +295,32 @@ def test_swa_block_by_block_only_for_cpu():
       assert count() == 2
 
 
-@pytest.mark.parametrize("t,block,h,kv,rows", [
-    (40, 8, 4, 2, None),   # 5 query blocks: a padding block makes them 6, 3 folded steps
-    (37, 8, 6, 3, None),   # T not a multiple of the block
-    (64, 16, 4, 1, None),  # 4 blocks, MQA
-    (5, 8, 2, 2, None),    # T smaller than one block
-    (37, 8, 4, 2, 1),      # one (example, kv head) row per loop step
+@pytest.mark.parametrize("t,block,h,kv,rows,dtype", [
+    (40, 8, 4, 2, None, "float32"),   # 5 query blocks: a padding block makes 6, 3 folded steps
+    (37, 8, 6, 3, None, "float32"),   # T not a multiple of the block
+    (64, 16, 4, 1, None, "float32"),  # 4 blocks, MQA
+    (5, 8, 2, 2, None, "float32"),    # T smaller than one block
+    (37, 8, 4, 2, 1, "float32"),      # one (example, kv head) row per loop step
+    (37, 8, 6, 3, 2, "float32"),      # two rows per step: 3 steps over 6 rows
+    (40, 8, 4, 2, None, "bfloat16"),
 ])
-def test_folded_causal_attention_matches_dense_forward_and_grads(t, block, h, kv, rows,
+def test_folded_causal_attention_matches_dense_forward_and_grads(t, block, h, kv, rows, dtype,
                                                                  monkeypatch):
   """The GPU/TPU form of full causal attention (query blocks p and N - 1 - p per scan step),
   run here on CPU: output and every gradient equal the dense masked oracle."""
-  q, k, v = _qkv(2, t, h, kv, 8)
+  q, k, v = _qkv(2, t, h, kv, 8, dtype=jnp.dtype(dtype))
   if rows is not None:
     monkeypatch.setattr(xla, "_rows_per_step", lambda *a: rows)
+  tol = dict(rtol=1e-4, atol=1e-5) if dtype == "float32" else dict(rtol=2e-2, atol=2e-2)
+  f32 = lambda x: np.asarray(x, np.float32)
   dense = lambda q, k, v: reference.sliding_window_attention(q, k, v, window=t)
   folded = lambda q, k, v: xla.full_causal_attention(q, k, v, block_size=block, folded=True)
-  np.testing.assert_allclose(jax.jit(folded)(q, k, v), dense(q, k, v), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(f32(jax.jit(folded)(q, k, v)), f32(dense(q, k, v)), **tol)
   w = jax.random.normal(jax.random.PRNGKey(9), (2, t, h, 8))
-  grads = lambda f: jax.jit(jax.grad(lambda q, k, v: jnp.sum(f(q, k, v) * w),
+  grads = lambda f: jax.jit(jax.grad(lambda q, k, v: jnp.sum(f(q, k, v).astype(jnp.float32) * w),
                                      argnums=(0, 1, 2)))(q, k, v)
   for g_folded, g_dense in zip(grads(folded), grads(dense), strict=True):
-    np.testing.assert_allclose(g_folded, g_dense, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(f32(g_folded), f32(g_dense), **tol)
 
 
 def test_full_causal_attention_has_one_matmul_shape_per_product_on_gpu_and_tpu():

@@ -46,14 +46,19 @@ def gpu_chunk(chunk_size, t):
 
 
 def v_block(dv_padded: int) -> int:
-  return min(dv_padded, V_BLOCK)
+  """Value columns per program (all of them when ``V_BLOCK`` is None); a power of 2, so it
+  divides the padded V."""
+  bv = dv_padded if V_BLOCK is None else min(dv_padded, V_BLOCK)
+  if dv_padded % bv:
+    raise ValueError(f"V_BLOCK must be a power of 2 (it must divide V = {dv_padded}); got {bv}")
+  return bv
 
 
 @contextlib.contextmanager
-def layout(v_block_columns: int, num_warps: int):
-  """Kernels traced inside use this value-column block and warp count: the device check
-  times the layout before the split (128 columns, 4 warps) against the default, which no
-  GPU has timed yet."""
+def layout(v_block_columns: int | None, num_warps: int):
+  """Kernels traced inside use this value-column block (None: the whole state in one
+  program) and warp count: the device check times the layout before the split (whole state,
+  4 warps) against the default, which no GPU has timed yet."""
   global V_BLOCK, _PARAMS
   saved = V_BLOCK, _PARAMS
   V_BLOCK, _PARAMS = v_block_columns, pltr.CompilerParams(num_warps=num_warps, num_stages=1)

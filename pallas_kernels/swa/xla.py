@@ -165,8 +165,10 @@ def _banded_backward(q, k, v, o, lse, do, *, window, scale, c, kept=None):
 # block loop above gives query block n its own key length (n + 1) c, so N blocks make N
 # distinct matmul shapes, and a GPU autotunes each: on an H200 the T=2048 forward (16 blocks)
 # took 81 s to compile. Folded, step p of a scan takes query blocks p and N - 1 - p, whose
-# key blocks are p + 1 and N - p, N + 1 block pairs in all at every step: one shape, the
-# same causal skipping, and the same flash-style arithmetic per pair as the unrolled loop.
+# key blocks are p + 1 and N - p, N + 1 block pairs in all at every step: one shape and the
+# same causal skipping (but for a padding block when N is odd: N + 1 more pairs). Each pair
+# is a softmax of its own, merged per query block by log-sum-exp; the backward is the
+# unrolled loop's flash-style one per pair, from the merged row log-sum-exp.
 
 
 def _fold_plan(t: int, c: int):
@@ -235,8 +237,11 @@ def _folded_backward(q, k, v, o, lse, do, *, scale, c, kept=None):
                     for mine in (fst, ~fst)], axis=1)                      # [E, 2, c, G, D]
     # Each pair's key-block gradient into its block: a one-hot matmul, not a scatter-add
     # (whose order of additions a GPU need not keep: results would vary run to run).
+    # HIGHEST: adds in float32, as the unrolled blocks' sums do (a GPU's default is TF32,
+    # a TPU's one bf16 pass).
     to_block = (ki[:, None] == jnp.arange(n)[None, :]).astype(jnp.float32)   # [N+1, N]
-    add = lambda acc, x: acc + jnp.einsum("pn,epcd->encd", to_block, x)
+    add = lambda acc, x: acc + jnp.einsum("pn,epcd->encd", to_block, x,
+                                          precision=jax.lax.Precision.HIGHEST)
     return (add(carry[0], dk), add(carry[1], dv)), dq
 
   zeros = jnp.zeros(kb.shape, jnp.float32)
@@ -469,7 +474,8 @@ def full_causal_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, scale=None,
   rows at a time (True), the whole batch (False), or by ``_rows_per_step``'s rule (None).
   ``keep``: the backward reads the forward's probabilities (None: ``_keeps``' rule).
   ``folded``: block pairs folded into one shape (``_folded_*``; None: on GPU and TPU) rather
-  than one unrolled block per shape (CPU, where the unrolled blocks measured faster)."""
+  than one unrolled block per shape (CPU, where the unrolled blocks measured faster); it
+  always recomputes its probabilities (``keep`` does not apply)."""
   b, t, h, d = q_BxTxHxD.shape
   scale = d ** -0.5 if scale is None else scale
   c = block_size or causal_block_size(t, d)
