@@ -8,12 +8,15 @@ for SWA, against ``jax.nn.dot_product_attention(..., local_window_size=...)`` (c
 
 On CPU the Pallas kernels only run interpreted, which measures Python, not the kernel:
 they are left out unless ``--interpret`` asks for them, and then are labelled so.
-Two reports need no accelerator: ``--memory TOPOLOGY`` (the recurrent ops' gradient
-temporaries, compiled deviceless) and ``--gpu-spills`` (registers and spill stores of every
-Triton kernel, from ptxas for sm_90a).
+Three reports need no accelerator, each with its baseline compiled in the same run:
+``--memory TOPOLOGY`` (the delta rule's gradient temporaries against simple GLA's),
+``--gpu-spills`` (registers and spill stores of every Triton kernel, from ptxas for sm_90a;
+the scans also in their earlier layout) and ``--causal-xla TOPOLOGY`` (the XLA causal
+attention folded against unrolled: compile time, matmul shapes, memory).
 """
 
 import argparse
+import contextlib
 import functools
 import glob
 import json
@@ -31,7 +34,9 @@ import numpy as np
 from pallas_kernels import targets
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
+from pallas_kernels.linear_scan import pallas_gpu
 from pallas_kernels.swa import api as swa_api
+from pallas_kernels.swa import xla as swa_xla
 
 # Dense bf16 peak (FLOP/s) per device kind; --peak overrides, CPU measures its own.
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12,
@@ -246,9 +251,10 @@ def triton_kernel_usage(fn, mesh, *abstract_args) -> dict:
   (``xla_dump_to``) and ptxas, which XLA runs too, reports its registers."""
   with tempfile.TemporaryDirectory(prefix="ptx_") as dump:
     with jax.set_mesh(mesh):
-      # the emitter pattern: jax 0.11's XLA writes kernels' PTX only for emitters it names
+      # "ptx": jax 0.11's XLA writes kernels' PTX only for the emitters this names (".*"
+      # works too, but also writes each Triton kernel's MLIR pass log: 4x the time)
       jax.jit(fn).lower(*abstract_args).compile(
-          compiler_options={"xla_dump_to": dump, "xla_dump_emitter_re": ".*"})
+          compiler_options={"xla_dump_to": dump, "xla_dump_emitter_re": "ptx"})
     usage = {}
     for path in sorted(glob.glob(os.path.join(dump, "*.ptx"))):
       with open(path) as f:
@@ -264,20 +270,69 @@ def gpu_spills_report(topology="h100", t=2048, b=1, h=8, d=128, window=512) -> l
   mesh = targets.mesh(topology)
   x = lambda heads: targets.abstract((b, t, heads, d), jnp.bfloat16, mesh)
   gates = targets.abstract((b, t, h), jnp.float32, mesh)
-  swa_loss = lambda q, k, v: jnp.sum(swa_api.sliding_window_attention(
-      q, k, v, window=window).astype(jnp.float32))
-  programs = {"swa": (jax.grad(swa_loss, argnums=(0, 1, 2)), x(h), x(h // 2), x(h // 2))}
-  for op in ("gla", "delta"):
-    programs[op] = (jax.grad(recurrent_loss(op), argnums=(0, 1, 2, 3, 4)),
-                    x(h), x(h), x(h), gates, gates)
+
+  def program(op):
+    """A new gradient function each call: jit keys its trace on the function, and a layout
+    must be traced afresh to take effect."""
+    if op == "swa":
+      loss = lambda q, k, v: jnp.sum(swa_api.sliding_window_attention(
+          q, k, v, window=window).astype(jnp.float32))
+      return jax.grad(loss, argnums=(0, 1, 2)), (x(h), x(h // 2), x(h // 2))
+    return jax.grad(recurrent_loss(op), argnums=(0, 1, 2, 3, 4)), (x(h), x(h), x(h), gates, gates)
+
   print(f"# Triton kernels compiled deviceless for {topology} (sm_90a): B={b}, T={t}, H={h}, "
-        f"head dim {d}, bf16; ptxas -v")
+        f"head dim {d}, bf16; ptxas -v; the scans also as before their state was split "
+        f"(whole state per program, 4 warps)")
   rows = []
-  for op, (fn, *args) in programs.items():
-    for kernel, (regs, spill) in triton_kernel_usage(fn, mesh, *args).items():
-      rows.append(dict(op=op, kernel=kernel, registers=regs, spill_store_bytes=spill))
-      print(f"spills {op:5s} {kernel:14s} {regs:4d} registers  {spill:6d} bytes spill stores",
-            flush=True)
+  for op in ("swa", "gla", "delta"):
+    layouts = [("default", contextlib.nullcontext)]
+    if op != "swa":
+      layouts.append(("whole state", lambda: pallas_gpu.layout(None, 4)))
+    for name, context in layouts:
+      with context():
+        fn, args = program(op)
+        usage = triton_kernel_usage(fn, mesh, *args)
+      for kernel, (regs, spill) in usage.items():
+        rows.append(dict(op=op, kernel=kernel, layout=name, registers=regs,
+                         spill_store_bytes=spill))
+        print(f"spills {op:5s} {kernel:14s} {name:11s} {regs:4d} registers  {spill:6d} bytes "
+              f"spill stores", flush=True)
+  return rows
+
+
+def matmul_shapes(hlo_text: str) -> set:
+  """(result type, dimension numbers) of every dot in compiled HLO text: the distinct matmuls
+  a GPU autotunes (XLA keeps them as dots inside its GEMM fusions)."""
+  dims = r"(?:lhs|rhs)_[a-z]+_dims=\{[0-9,]*\}"
+  return set(re.findall(rf"= ((?:bf16|f32)\[[0-9,]*\])\S* dot\([^)]*\), ({dims}(?:, {dims})*)",
+                        hlo_text))
+
+
+def causal_xla_report(topology, lengths, b=1, h=8, kv=4, d=128, block=None) -> list[dict]:
+  """The XLA path of full causal attention, forward+backward, compiled deviceless for
+  ``topology``, folded (GPU/TPU default) against unrolled blocks (CPU's), one row each per T:
+  compile seconds, distinct matmul shapes (GPU only), temporary MB per device."""
+  mesh = targets.mesh(topology)
+  print(f"# XLA full causal attention, forward+backward, compiled deviceless for {topology}: "
+        f"B={b}, H={h}, H_kv={kv}, D={d}, bf16")
+  rows = []
+  for t in lengths:
+    q = targets.abstract((b, t, h, d), jnp.bfloat16, mesh)
+    k = targets.abstract((b, t, kv, d), jnp.bfloat16, mesh)
+    for folded in (True, False):
+      f = functools.partial(swa_xla.full_causal_attention, block_size=block, folded=folded)
+      fb = lambda q, k, v, f=f: jax.vjp(f, q, k, v)[1](q)
+      start = time.perf_counter()
+      compiled = targets.compile_on(fb, mesh, q, k, k)
+      shapes = (len(matmul_shapes(compiled.as_text())) if targets.platform(topology) == "gpu"
+                else None)        # TPU HLO writes its matmuls otherwise: not counted
+      row = dict(topology=topology, t=t, form="folded" if folded else "unrolled",
+                 compile_s=time.perf_counter() - start, matmul_shapes=shapes,
+                 temp_mb=compiled.memory_analysis().temp_size_in_bytes / 1e6)
+      rows.append(row)
+      print(f"causal T={t:6d} {row['form']:8s} compile {row['compile_s']:6.1f} s  "
+            f"{'-' if shapes is None else shapes:>3} distinct matmul shapes  temporaries "
+            f"{row['temp_mb']:9.1f} MB", flush=True)
   return rows
 
 
@@ -355,7 +410,7 @@ def cpu_blocks_report(rounds: int = 7, reps: int = 3) -> list[dict]:
 def main(argv=None):
   p = argparse.ArgumentParser(prog="python -m pallas_kernels.bench", description=__doc__.splitlines()[0])
   argv = sys.argv[1:] if argv is None else list(argv)
-  if any(a.startswith(("--memory", "--gpu-spills")) for a in argv):
+  if any(a.startswith(("--memory", "--gpu-spills", "--causal-xla")) for a in argv):
     # Compiled for a target, never run here: JAX stays on the CPU, so that a GPU plugin
     # installed on a host without a GPU does not fail at start and take the target with it.
     jax.config.update("jax_platforms", "cpu")
@@ -382,7 +437,13 @@ def main(argv=None):
                       "--lengths (default 4096,16384), B=1, H=4, K=V=128, bf16")
   p.add_argument("--gpu-spills", action="store_true",
                  help="instead: registers and spill stores of every Triton kernel, compiled "
-                      "deviceless for an H100 (sm_90a)")
+                      "deviceless for an H100 (sm_90a); the scans also in their earlier "
+                      "layout (whole state per program, 4 warps)")
+  p.add_argument("--causal-xla", metavar="TOPOLOGY", default=None,
+                 help="instead: compile the XLA path of full causal attention deviceless for "
+                      "TOPOLOGY (e.g. h100, v5e:1x1), folded against unrolled blocks, at "
+                      "--lengths (default 2048,16384): compile time, distinct matmul shapes, "
+                      "temporary memory")
   p.add_argument("--cpu-rows", action="store_true",
                  help="instead: the CPU attention path row by row against the whole batch, "
                       "fwd+bwd at the toy family's shapes (pin to one core: taskset -c 0)")
@@ -396,34 +457,18 @@ def main(argv=None):
   if args.cpu_rows or args.cpu_blocks or args.cpu_keep:
     report = (cpu_rows_report if args.cpu_rows else cpu_blocks_report if args.cpu_blocks
               else cpu_keep_report)
-    rows = report(reps=args.reps)
-    if args.json:
-      with open(args.json, "w") as f:
-        json.dump(rows, f, indent=1)
-    return rows
+    return _write_rows(args.json, report(reps=args.reps))
   if args.gpu_spills:
-    reason = targets.missing("gpu")
-    if reason:
-      p.error(f"--gpu-spills: {reason}")
-    rows = gpu_spills_report()
-    if args.json:
-      with open(args.json, "w") as f:
-        json.dump(rows, f, indent=1)
-    return rows
+    _check_target(p, "--gpu-spills", "h100")
+    return _write_rows(args.json, gpu_spills_report())
+  if args.causal_xla:
+    _check_target(p, "--causal-xla", args.causal_xla)
+    lengths = args.lengths if any(a.startswith("--lengths") for a in argv) else [2048, 16384]
+    return _write_rows(args.json, causal_xla_report(args.causal_xla, lengths))
   if args.memory:
-    try:
-      targets.parse(args.memory)
-      reason = targets.missing(targets.platform(args.memory))
-    except targets.TargetError as e:
-      p.error(f"--memory: {e}")
-    if reason:
-      p.error(f"--memory: {reason}")
+    _check_target(p, "--memory", args.memory)
     lengths = args.lengths if any(a.startswith("--lengths") for a in argv) else [4096, 16384]
-    rows = memory_report(args.memory, lengths)
-    if args.json:
-      with open(args.json, "w") as f:
-        json.dump(rows, f, indent=1)
-    return rows
+    return _write_rows(args.json, memory_report(args.memory, lengths))
   ops = args.ops.split(",")
   unknown = sorted(set(ops) - {"swa", "gla", "delta"})
   if unknown:
@@ -445,8 +490,25 @@ def main(argv=None):
     rows += bench_scan("gla", scan_api.simple_gla, args, dtype, impls, peak)
   if "delta" in ops:
     rows += bench_scan("delta", delta_api.gated_delta_rule, args, dtype, impls, peak)
-  if args.json:
-    with open(args.json, "w") as f:
+  return _write_rows(args.json, rows)
+
+
+def _check_target(p, flag, topology):
+  """One parser error line for a topology this host cannot compile for (unknown, or its
+  compiler missing: the line says how to install it)."""
+  try:
+    targets.parse(topology)
+    reason = targets.missing(targets.platform(topology))
+  except targets.TargetError as e:
+    reason = str(e)
+  if reason:
+    p.error(f"{flag}: {reason}")
+
+
+def _write_rows(path, rows):
+  """``rows`` to ``--json``'s file (when given); returns them."""
+  if path:
+    with open(path, "w") as f:
       json.dump(rows, f, indent=1)
   return rows
 

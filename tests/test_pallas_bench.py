@@ -87,6 +87,13 @@ def test_gpu_spills_without_the_gpu_compiler_is_one_line_saying_how_to_install(c
   assert "--gpu-spills: the CUDA PJRT plugin is not installed" in err and "jax-cuda12-plugin" in err
 
 
+def test_causal_xla_report_refuses_an_unknown_topology_in_one_line(capsys):
+  with pytest.raises(SystemExit) as e:
+    bench.main(["--causal-xla", "v9:2x2"])
+  assert e.value.code == 2
+  assert "--causal-xla: unknown topology 'v9:2x2'" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
 def test_library_baseline_computes_the_same_window():
   """The benchmark's comparison is like for like: local_window_size=(w-1, 0) is our window."""
   import jax

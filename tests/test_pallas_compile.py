@@ -142,51 +142,35 @@ def test_gpu_kernels_compile_for_sm90_per_device_on_eight_h100s(op):
 
 
 @_needs("gpu")
-@pytest.mark.parametrize("op", ["gla", "delta"])
-def test_gpu_scan_kernels_split_the_state_and_spill_at_most_half_as_much(op):
+def test_gpu_scan_kernels_split_the_state_and_spill_at_most_half_as_much():
   """At K = V = 128, one program per head holding the whole [128, 128] float32 state in 4 warps
   (the kernels before) spilled registers on sm_90a; programs over 64 columns of the state, in 8
-  warps, spill at most half as much, kernel by kernel (ptxas's own figures, both compiled
-  here), and a head gets V / 64 = 2 programs."""
+  warps, spill at most half as much, kernel by kernel (ptxas's own figures, both compiled in
+  one ``bench --gpu-spills`` run), and a head gets V / 64 = 2 programs."""
   from pallas_kernels.linear_scan import pallas_gpu
-  mesh = targets.mesh("h100")
-  x = targets.abstract((1, 128, 2, 128), jnp.bfloat16, mesh)
-  gate = targets.abstract((1, 128, 2), jnp.float32, mesh)
   assert 128 // pallas_gpu.v_block(128) == 2
-  split = bench.triton_kernel_usage(_grad(op), mesh, x, x, x, gate, gate)
-  with pallas_gpu.layout(None, 4):
-    whole = bench.triton_kernel_usage(_grad(op), mesh, x, x, x, gate, gate)
-  names = {f"{n}_gpu" for n in KERNEL_NAMES[op]}
-  assert set(split) == set(whole) == names, (split, whole)
-  for name in names:
-    assert whole[name][1] > 0, (name, whole[name])     # the baseline spills: the test can tell
-    assert split[name][1] <= whole[name][1] / 2, (name, split[name], whole[name])
+  rows = bench.gpu_spills_report(t=128, h=2)
+  spills = {(r["kernel"], r["layout"]): r["spill_store_bytes"] for r in rows}
+  scans = {f"{n}_gpu" for op in ("gla", "delta") for n in KERNEL_NAMES[op]}
+  assert {k for k, layout in spills if layout == "whole state"} == scans, spills
+  assert {k for k, layout in spills if layout == "default"} == scans | {
+      f"{n}_gpu" for n in KERNEL_NAMES["swa"]}, spills
+  for name in scans:
+    whole, split = spills[name, "whole state"], spills[name, "default"]
+    assert whole > 0, (name, whole)                  # the baseline spills: the test can tell
+    assert split <= whole / 2, (name, split, whole)
 
 
 @_needs("gpu")
 def test_xla_causal_attention_compiles_for_sm90_with_few_gemm_shapes():
   """The XLA path of full causal attention (the device check's baseline, ``xla`` on a GPU)
-  compiled for an H100: folded, its forward and backward hold at most 5 distinct matmul
-  shapes for the GPU to autotune, however many blocks; unrolled (8 blocks here), several per
-  query block."""
-  import re
-  from pallas_kernels.swa import xla
-  mesh = targets.mesh("h100")
-  q = targets.abstract((1, 1024, 4, 64), jnp.bfloat16, mesh)
-  kv = targets.abstract((1, 1024, 2, 64), jnp.bfloat16, mesh)
-
-  def gemm_shapes(folded):
-    """(result type, dimension numbers) of every matmul of the compiled program (XLA keeps
-    them as dots inside its GEMM fusions)."""
-    f = lambda q, k, v: xla.full_causal_attention(q, k, v, block_size=128, folded=folded)
-    fb = lambda q, k, v: jax.vjp(f, q, k, v)[1](q)
-    text = targets.compile_on(fb, mesh, q, kv, kv).as_text()
-    dims = r"(?:lhs|rhs)_[a-z]+_dims=\{[0-9,]*\}"
-    return set(re.findall(rf"= ((?:bf16|f32)\[[0-9,]*\])\S* dot\([^)]*\), ({dims}(?:, {dims})*)",
-                          text))
-
-  folded, unrolled = gemm_shapes(True), gemm_shapes(False)
-  assert 0 < len(folded) <= 5 and len(unrolled) >= 16, (folded, unrolled)
+  compiled for an H100 by ``bench --causal-xla``: folded, its forward and backward hold at
+  most 5 distinct matmul shapes for the GPU to autotune, however many blocks; unrolled (8
+  blocks at T=1024), several per query block; and folded needs no more temporary memory."""
+  folded, unrolled = bench.causal_xla_report("h100", [1024])
+  assert (folded["form"], unrolled["form"]) == ("folded", "unrolled")
+  assert 0 < folded["matmul_shapes"] <= 5 and unrolled["matmul_shapes"] >= 16, (folded, unrolled)
+  assert folded["temp_mb"] <= unrolled["temp_mb"], (folded, unrolled)
 
 
 def test_unknown_topology_and_missing_compiler_are_one_line_errors(monkeypatch):

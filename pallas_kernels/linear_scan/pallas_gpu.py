@@ -7,17 +7,15 @@ its [K, V_BLOCK] slice of the state and walks the chunks with a ``fori_loop`` (t
 walk them in reverse carrying dS, reading the per-chunk states the forward saved). The
 recurrence never mixes value columns, so the blocks are independent: each writes its columns
 of o, the states and dv, and its share of the cotangents that sum over the columns (dq, dk,
-dW, dAqk, the decays'), which XLA adds up after the call. A whole [128, 128] float32 state
-per program in 4 warps spilled registers (ptxas for sm_90a, B=1, T=2048, H=8: 2.1-2.2 KB of
-spill stores in the forwards, 8.3-11.1 KB in the backwards) and gave a GPU only B * H
-programs; 64 columns in 8 warps spill 0.4-0.5 KB and 2.3-4.5 KB (``python -m
-pallas_kernels.bench --gpu-spills``) with twice the programs, for 22-36% more gradient
-temporaries (the column blocks' shares before they are summed; ``--memory h100:1``). 32
-columns spilled less again (0.2-0.3 KB, 1.3-2.9 KB) but doubled the delta rule's
-temporaries; neither is timed on a GPU yet (``device_check``).
+dW, dAqk, the decays'), which XLA adds up after the call. The whole [128, 128] float32 state
+in one program of 4 warps spilled registers on sm_90a and gave a GPU only B * H programs;
+64 columns in 8 warps spill less with twice the programs, for more gradient temporaries
+(the shares before they are summed). Figures: linear_scan/README.md, from ``python -m
+pallas_kernels.bench --gpu-spills`` and ``--memory h100:1``; not yet timed on a GPU.
 
 Triton wants power-of-2 tensors and matmul dims >= 16, so the wrappers zero-pad K, V and the
-chunk to such sizes, which leaves the recurrence unchanged. The per-chunk math is ``state_scan``'s, shared with the TPU kernels; one forward and one
+chunk to such sizes, which leaves the recurrence unchanged. The per-chunk math is
+``state_scan``'s, shared with the TPU kernels; one forward and one
 backward kernel body serve both scans (``_scan_fwd_kernel``, ``_scan_bwd_kernel``).
 """
 

@@ -189,11 +189,15 @@ def _fold_blocks(x_ExTx___, n, c):
   return jnp.pad(x_ExTx___, pad).reshape((e, n, c) + x_ExTx___.shape[2:])
 
 
+def _unblock(x_ExNxCx___, t):
+  """Inverse of ``_fold_blocks``: [E, N, c, ...] -> [E, T, ...]."""
+  return x_ExNxCx___.reshape((x_ExNxCx___.shape[0], -1) + x_ExNxCx___.shape[3:])[:, :t]
+
+
 def _fold_unblock(x_NhalfxEx2xCx___, t):
   """Steps' outputs [N / 2, E, 2, c, ...] (blocks p and N - 1 - p) -> [E, T, ...] in order."""
   first, second = x_NhalfxEx2xCx___[:, :, 0], x_NhalfxEx2xCx___[::-1, :, 1]
-  x = jnp.moveaxis(jnp.concatenate([first, second], axis=0), 0, 1)     # [E, N, c, ...]
-  return x.reshape((x.shape[0], -1) + x.shape[3:])[:, :t]
+  return _unblock(jnp.moveaxis(jnp.concatenate([first, second], axis=0), 0, 1), t)
 
 
 def _fold_pairs(c, q_idx, k_idx):
@@ -202,8 +206,7 @@ def _fold_pairs(c, q_idx, k_idx):
   return k_idx[:, None, None] * c + i[None, None, :] <= q_idx[:, None, None] * c + i[None, :, None]
 
 
-def _folded_forward(q, k, v, *, scale, c, keep=False):
-  assert not keep, "the folded form recomputes its probabilities (keep is CPU only)"
+def _folded_forward(q, k, v, *, scale, c):
   t = q.shape[1]
   n, q_idx, k_idx, first = _fold_plan(t, c)
   qb, kb, vb = (_fold_blocks(x, n, c) for x in (q, k, v))
@@ -223,7 +226,7 @@ def _folded_forward(q, k, v, *, scale, c, keep=False):
   return _fold_unblock(o, t), _fold_unblock(lse, t)
 
 
-def _folded_backward(q, k, v, o, lse, do, *, scale, c, kept=None):
+def _folded_backward(q, k, v, o, lse, do, *, scale, c):
   t = q.shape[1]
   n, q_idx, k_idx, first = _fold_plan(t, c)
   qb, kb, vb, ob, lseb, dob = (_fold_blocks(x, n, c) for x in (q, k, v, o, lse, do))
@@ -246,8 +249,7 @@ def _folded_backward(q, k, v, o, lse, do, *, scale, c, kept=None):
 
   zeros = jnp.zeros(kb.shape, jnp.float32)
   (dk, dv), dq = jax.lax.scan(step, (zeros, zeros), (q_idx, k_idx, first))
-  unblock = lambda x: x.reshape((x.shape[0], -1) + x.shape[3:])[:, :t]
-  return _fold_unblock(dq, t), unblock(dk), unblock(dv)
+  return _fold_unblock(dq, t), _unblock(dk, t), _unblock(dv, t)
 
 
 # SWA on CPU block by block (``_banded_*``, which also skips the padding before the first
