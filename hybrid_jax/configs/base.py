@@ -53,6 +53,9 @@ def base_config() -> ml_collections.ConfigDict:
   d.short_len = 64               # mix: tokens per short document (packed into seq_len rows)
   d.corpus = ""                  # mix: directory from `hybrid-jax data build` ("" = prose from the seed)
   d.tokenizer = "byte"           # "byte", or a sentencepiece model file / data directory holding one
+  d.workers = -1                 # grain processes making batches ahead (0: in the training process;
+                                 # -1: one per core but one on an accelerator host, 0 on a CPU host)
+  d.prefetch = 2                 # batches each worker makes ahead of the step
 
   c.train = t = ml_collections.ConfigDict()
   t.batch_size = 8

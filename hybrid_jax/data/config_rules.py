@@ -5,9 +5,10 @@ field."""
 import hashlib
 from pathlib import Path
 
-from hybrid_jax.data.corpus import MANIFEST
+from hybrid_jax.data.corpus import MANIFEST, CorpusError
 from hybrid_jax.data.mix import DISTANCES, PAIR_CHARS, max_pairs
 from hybrid_jax.data.synthetic import MIN_VOCAB
+from hybrid_jax.data.token_ids import check_ids
 from hybrid_jax.data.tokenizer import BYTE, load_tokenizer, tokenizer_file
 
 DATASETS = ("synthetic", "mix")
@@ -23,6 +24,11 @@ def check_data(d, vocab_size: int, fail) -> None:
     fail("data.n_pairs", f"must be in [0, seq_len/6 = {d.seq_len // 6}]", d.n_pairs)
   if not 1 <= d.min_distance < d.seq_len:
     fail("data.min_distance", f"must be in [1, seq_len={d.seq_len})", d.min_distance)
+  if not isinstance(d.workers, int) or d.workers < -1:
+    fail("data.workers", "must be an integer >= 0, or -1 (one per core but one, on an "
+         "accelerator host; 0 on a CPU-only host)", d.workers)
+  if not isinstance(d.prefetch, int) or d.prefetch < 1:
+    fail("data.prefetch", "must be an integer >= 1 (batches each worker makes ahead)", d.prefetch)
   if d.name == "synthetic":
     if vocab_size < MIN_VOCAB:
       fail("model.vocab_size", f"synthetic data needs >= {MIN_VOCAB} tokens", vocab_size)
@@ -55,6 +61,10 @@ def check_data(d, vocab_size: int, fail) -> None:
     if not (Path(d.corpus) / MANIFEST).is_file():
       fail("data.corpus", f"must be '' or a directory built by `hybrid-jax data build` (no {MANIFEST})",
            d.corpus)
+    try:
+      check_ids(d.corpus, d.tokenizer)
+    except CorpusError as e:     # no ids for this tokenizer: the message names the command
+      fail("data.corpus", str(e).split(": ", 1)[1], d.corpus)
 
 
 def data_fingerprint(d) -> str | None:

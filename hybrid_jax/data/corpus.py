@@ -7,8 +7,10 @@ Sources (``hybrid-jax data build --source ...``, repeatable):
   DIR           every ``.txt`` / ``.md`` file under a directory, one document per file
   tfds:NAME     a tensorflow-datasets catalog dataset (e.g. ``tfds:pg19``; needs its download)
 
-A built directory holds ``corpus.json`` (written last: its presence marks a complete build),
-the tfds builder directory, and optionally ``tokenizer.model``. The split of a document is a
+A built directory holds ``corpus.json`` (its presence marks a complete build), the tfds
+builder directory, the byte tokenizer's ids (``tokens/byte/``; ``hybrid-jax data tokenize``
+adds those of a trained tokenizer: ``hybrid_jax.data.token_ids``), and optionally
+``tokenizer.model`` / ``tokenizer.json``. The split of a document is a
 hash of its id, so adding documents never moves the others between splits.
 """
 
@@ -208,6 +210,8 @@ def build(sources: list[str], out, *, validation_fraction: float = 0.05,
                                                if s != PYTHON_DOCS))
     shutil.rmtree(tmp / "downloads", ignore_errors=True)   # tfds makes it; nothing is downloaded
     atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    from hybrid_jax.data.token_ids import tokenize   # lazy: it reads corpora through this module
+    tokenize(tmp, None)    # byte ids need no trained tokenizer: a built corpus trains at once
     if out.exists():
       out.rmdir()          # empty (checked above)
     os.replace(tmp, out)

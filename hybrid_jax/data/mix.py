@@ -1,8 +1,8 @@
 """The training mix (``data.name = "mix"``): long and short sequences, ``data.long_fraction``
 of them long, every row a pure function of (seed, step, row).
 
-Long rows are ``seq_len`` tokens of prose (corpus documents, or prose generated from the
-seed) carrying ``n_pairs`` retrieval pairs in MQAR form: the pair " abc:42" is written once
+Long rows are ``seq_len`` tokens of prose (a window of one corpus document where one is that
+long, else corpus documents packed; or prose generated from the seed) carrying ``n_pairs`` retrieval pairs in MQAR form: the pair " abc:42" is written once
 (evidence) and again later (query), and the second copy's value tokens are the answers. The
 query-to-evidence distance follows ``data.distance`` over [min_distance, seq_len] (default
 log-uniform), so windows of every size see a realistic share of short-range dependencies.
@@ -16,7 +16,7 @@ batch is within two rows of the configured fraction, yet row kinds need no state
 import numpy as np
 
 from hybrid_jax.data import text as T
-from hybrid_jax.data.corpus import open_corpus
+from hybrid_jax.data.token_ids import TokenIds
 from hybrid_jax.data.tokenizer import load_tokenizer
 
 DISTANCES = ("log_uniform", "uniform")
@@ -38,6 +38,13 @@ def sample_distance(rng, kind: str, lo: int, hi: int) -> int:
   return int(rng.integers(lo, hi + 1))
 
 
+def sample_distances(rng, kind: str, lo: int, hi: int, size: int) -> np.ndarray:
+  """``size`` draws of ``sample_distance``'s law at once."""
+  if kind == "log_uniform":
+    return np.minimum(hi, np.exp(rng.uniform(np.log(lo), np.log(hi + 1), size)).astype(np.int64))
+  return rng.integers(lo, hi + 1, size=size)
+
+
 def distance_cdf(kind: str, lo: int, hi: int, k):
   """P(distance <= k) of ``sample_distance``, for tests and diagnostics."""
   k = np.clip(np.asarray(k, float), lo - 1, hi)
@@ -47,7 +54,12 @@ def distance_cdf(kind: str, lo: int, hi: int, k):
 
 
 class TrainingMix:
-  """Batches of dicts: inputs, targets [B, T] int32; answer_mask [B, T] bool (pair answers)."""
+  """Batches of dicts: inputs, targets [B, T] int32; answer_mask [B, T] bool (pair answers).
+
+  With a corpus, rows are assembled from its token ids (``hybrid_jax.data.token_ids``,
+  made once by ``hybrid-jax data tokenize``): no text is tokenized per step, and a row costs
+  a few numpy slices whatever the documents' sizes. Without one, prose is generated from the
+  seed and tokenized per row (the pipeline's smoke path, not a corpus)."""
 
   def __init__(self, data_cfg, *, batch_size: int, tokenizer=None, corpus=None):
     self.seq_len, self.batch_size, self.seed = data_cfg.seq_len, batch_size, data_cfg.seed
@@ -56,10 +68,13 @@ class TrainingMix:
     self.distance = data_cfg.distance
     self.tokenizer = tokenizer or load_tokenizer(data_cfg.tokenizer)
     self.corpus_dir = data_cfg.corpus or None
+    self.tokenizer_spec = data_cfg.tokenizer
     if corpus is None and self.corpus_dir:
-      corpus = open_corpus(self.corpus_dir, "train")
+      corpus = TokenIds(self.corpus_dir, self.tokenizer_spec, "train")
     self.corpus, self._validation_corpus = corpus, None
     self.offset = (self.seed * _PHI * _PHI) % 1.0
+    self._pair_units = None
+    self._long_docs = None
 
   # --- row kinds --------------------------------------------------------------------------
 
@@ -67,44 +82,77 @@ class TrainingMix:
     g = step * self.batch_size + row
     return bool((g * _PHI + self.offset) % 1.0 < self.long_fraction)
 
-  # --- text -------------------------------------------------------------------------------
+  # --- documents --------------------------------------------------------------------------
 
-  def _document_window(self, rng, n_tokens: int, corpus) -> np.ndarray:
-    """Up to ``n_tokens`` tokens of one document, from a random sentence start."""
-    if corpus is None:
-      units = T.generated_sentences(rng, n_tokens + 16)
-      return self.tokenizer.encode("".join(units))[:n_tokens]
-    doc = corpus[int(rng.integers(len(corpus)))]
-    start = int(rng.integers(max(1, len(doc) - n_tokens)))
-    i = doc.rfind(". ", 0, start) if start else -1
-    start = i + 2 if i >= 0 else 0        # the sentence's first character, or the document's
-    return self.tokenizer.encode(doc[start:start + 8 * n_tokens + 64])[:n_tokens]
+  def _generated(self, rng, n_tokens: int) -> np.ndarray:
+    units = T.generated_sentences(rng, n_tokens + 16)
+    return self.tokenizer.encode("".join(units))[:n_tokens]
 
   def _packed(self, rng, n: int, doc_len: int, corpus="train") -> np.ndarray:
-    """Documents of at most ``doc_len`` tokens, each followed by the end-of-document id."""
+    """Windows of at most ``doc_len`` tokens of random documents (from a random start),
+    each followed by the end-of-document id, until ``n`` tokens."""
     corpus = self.corpus if corpus == "train" else corpus
-    parts, total = [], 0
-    eos = np.array([self.tokenizer.eos_id], np.int32)
-    while total < n:
-      doc = self._document_window(rng, doc_len, corpus)
-      parts += [doc, eos]
-      total += len(doc) + 1
-    return np.concatenate(parts)[:n].astype(np.int32)
+    eos = self.tokenizer.eos_id
+    if corpus is None:
+      parts, total = [], 0
+      while total < n:
+        doc = self._generated(rng, doc_len)
+        parts += [doc, [eos]]
+        total += len(doc) + 1
+      return np.concatenate(parts)[:n].astype(np.int32)
+    out = np.empty(n, np.int32)
+    total = 0
+    lengths = corpus.lengths
+    while total < n:     # rounds of as many documents as the mean length says will fill the rest
+      k = int((n - total) / (min(doc_len, corpus.mean_length) + 1)) + 1
+      docs = rng.integers(len(corpus), size=k)
+      starts = (rng.random(k) * np.maximum(1, lengths[docs] - doc_len)).astype(np.int64)
+      for d, a in zip(docs.tolist(), starts.tolist()):
+        piece = corpus.window(d, a, min(doc_len, n - total))
+        out[total:total + len(piece)] = piece
+        total += len(piece)
+        if total < n:
+          out[total] = eos
+          total += 1
+        if total >= n:
+          break
+    return out
+
+  def _long_window(self, rng, n: int):
+    """n tokens of one document, uniform over all such windows of the corpus's documents at
+    least n long; None when the corpus has none."""
+    if self._long_docs is None:
+      docs = np.flatnonzero(self.corpus.lengths >= n)
+      self._long_docs = (docs, np.cumsum(self.corpus.lengths[docs] - n + 1))
+    docs, ends = self._long_docs
+    if not len(docs):
+      return None
+    u = int(rng.integers(int(ends[-1])))
+    i = int(np.searchsorted(ends, u, side="right"))
+    start = u - (int(ends[i - 1]) if i else 0)
+    return np.asarray(self.corpus.window(int(docs[i]), start, n), np.int32)
 
   # --- retrieval pairs --------------------------------------------------------------------
+
+  def _units(self):
+    """Every key (" abc:") and value ("10".."99") unit tokenized once, as (flat ids, offsets)
+    of keys then values: a pair's tokens are two slices, whatever the tokenizer."""
+    if self._pair_units is None:
+      keys = [" " + "".join(chr(97 + k // 26 ** i % 26) for i in (2, 1, 0)) + ":"
+              for k in range(26 ** 3)]
+      toks, lengths = self.tokenizer.encode_units(keys + [str(v) for v in range(10, 100)])
+      self._pair_units = (np.asarray(toks, np.int32),
+                          np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+    return self._pair_units
 
   def _pair_tokens(self, rng):
     keys = rng.choice(26 ** 3, size=self.n_pairs, replace=False)
     values = rng.integers(10, 100, size=self.n_pairs)
-    units = []
-    for k, v in zip(keys, values):
-      units += [" " + "".join(chr(97 + k // 26 ** i % 26) for i in (2, 1, 0)) + ":", str(v)]
-    toks, lengths = self.tokenizer.encode_units(units)
-    ends = np.cumsum(lengths)
+    toks, at = self._units()
     out = []
-    for i in range(self.n_pairs):
-      lo = ends[2 * i - 1] if i else 0
-      out.append((toks[lo:ends[2 * i + 1]], int(lengths[2 * i])))   # (pair tokens, key length)
+    for k, v in zip(keys.tolist(), (26 ** 3 + values - 10).tolist()):
+      key = toks[at[k]:at[k + 1]]
+      out.append((np.concatenate([key, toks[at[v]:at[v + 1]]]), len(key)))
     return out
 
   def _insert_pairs(self, rng, tokens, answer):
@@ -112,30 +160,29 @@ class TrainingMix:
 
     All distances are drawn first and the longest placed first, while the row is emptiest:
     a distance is redrawn only when no placement fits it, which keeps the realised
-    distances close to the configured law (checked by a KS test)."""
+    distances close to the configured law (checked by a KS test). A placement is uniform
+    over the free ones: a few uniform candidates are tried first (pairs cover a small share
+    of a row, so one nearly always fits), then every free start is listed."""
     n = len(tokens)
     pairs = self._pair_tokens(rng)
     lo, hi = max(self.min_distance, PAIR_CHARS), n - PAIR_CHARS
     if hi < lo:
       return []
-    wanted = [sample_distance(rng, self.distance, lo, hi) for _ in pairs]
-    taken = np.zeros(n, np.int64)
+    wanted = sample_distances(rng, self.distance, lo, hi, len(pairs))
+    taken = np.zeros(n, bool)
     distances = []
     for i in np.argsort(wanted, kind="stable")[::-1]:
       pair, key_len = pairs[i]
-      width, d = len(pair), wanted[i]
+      width, d = len(pair), int(wanted[i])
       for attempt in range(8):
         if attempt:
           d = sample_distance(rng, self.distance, lo, hi)
-        csum = np.concatenate([[0], np.cumsum(taken)])
-        busy = (csum[width:] - csum[:-width]) > 0          # busy[a]: [a, a+width) overlaps
-        starts = np.flatnonzero(~busy[:n - width - d + 1] & ~busy[d:n - width + 1])
-        if len(starts):
-          a = int(starts[rng.integers(len(starts))])
+        a = _free_start(rng, taken, width, d)
+        if a is not None:
           b = a + d
           tokens[a:a + width] = pair
           tokens[b:b + width] = pair
-          taken[a:a + width] = taken[b:b + width] = 1
+          taken[a:a + width] = taken[b:b + width] = True
           answer[b + key_len:b + width] = True
           distances.append(d)
           break
@@ -150,7 +197,9 @@ class TrainingMix:
     answer = np.zeros(n, bool)
     if not self.is_long(step, row):
       return self._packed(rng, n, self.short_len), answer, []
-    tokens = self._packed(rng, n, n)
+    tokens = self._long_window(rng, n) if self.corpus is not None else None
+    if tokens is None:
+      tokens = self._packed(rng, n, n)
     distances = self._insert_pairs(rng, tokens, answer)
     return tokens, answer, distances
 
@@ -171,7 +220,7 @@ class TrainingMix:
     if self.corpus is None or self.corpus_dir is None:
       return None
     if self._validation_corpus is None:
-      self._validation_corpus = open_corpus(self.corpus_dir, "validation")
+      self._validation_corpus = TokenIds(self.corpus_dir, self.tokenizer_spec, "validation")
     return self._validation_corpus
 
   def batch(self, step: int, rows: range | None = None) -> dict:
@@ -180,3 +229,21 @@ class TrainingMix:
     tokens, answer = np.stack(tokens), np.stack(answer)
     # answer_mask[i] marks the position whose target (token i+1) is an answer.
     return dict(inputs=tokens[:, :-1], targets=tokens[:, 1:], answer_mask=answer[:, 1:])
+
+
+def _free_start(rng, taken, width: int, d: int, tries: int = 8):
+  """A start a, uniform over those with [a, a+width) and [a+d, a+d+width) both free; None
+  when there is none. Rejection first (exactly uniform over the free starts), then the list."""
+  n = len(taken)
+  span = n - width - d + 1
+  if span <= 0:
+    return None
+  for a in (rng.random(tries) * span).astype(np.int64).tolist():
+    if not (taken[a:a + width].any() or taken[a + d:a + d + width].any()):
+      return a
+  csum = np.concatenate([[0], np.cumsum(taken, dtype=np.int64)])
+  busy = (csum[width:] - csum[:-width]) > 0          # busy[a]: [a, a+width) overlaps
+  starts = np.flatnonzero(~busy[:span] & ~busy[d:n - width + 1])
+  if not len(starts):
+    return None
+  return int(starts[rng.integers(len(starts))])

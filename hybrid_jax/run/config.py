@@ -13,6 +13,7 @@ CONFIG_FILE = "config.json"
 # Sections that say how a run is executed, not what it computes: a run may resume with
 # other values (e.g. on another mesh: checkpoints restore onto any mesh).
 EXECUTION_SECTIONS = ("mesh",)
+EXECUTION_KEYS = ("data.workers", "data.prefetch")   # how batches are made, never which
 
 
 def config_diff(old: dict, new: dict, prefix="", defaults: dict | None = None) -> list[str]:
@@ -22,7 +23,7 @@ def config_diff(old: dict, new: dict, prefix="", defaults: dict | None = None) -
   defaults = json.loads(base_config().to_json()) if defaults is None else defaults
   out = []
   for key in sorted(set(old) | set(new)):
-    if not prefix and key in EXECUTION_SECTIONS:
+    if (not prefix and key in EXECUTION_SECTIONS) or f"{prefix}{key}" in EXECUTION_KEYS:
       continue
     a, b = old.get(key, defaults.get(key, "<absent>")), new.get(key, "<absent>")
     if isinstance(a, dict) and isinstance(b, dict):

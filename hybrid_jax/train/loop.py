@@ -8,7 +8,7 @@ import time
 
 import jax
 
-from hybrid_jax.data import make_source
+from hybrid_jax.data.pipeline import Batches, resolve_workers
 from hybrid_jax.errors import UserError
 from hybrid_jax.resolve import ensure_resolved
 from hybrid_jax.run import RunDir
@@ -154,20 +154,21 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
     writer = _summary_writer(str(run.tensorboard_dir), start + 1 if start else None)
   else:
     writer = _NoWriter()
-  source = make_source(cfg)
   train_step = run_step(cfg, mesh, graphdef, rest, tx, state_shardings)
   rows = sharding.process_rows(cfg.train.batch_size)
+  batches = Batches(cfg, start, total, rows, resolve_workers(cfg.data.workers, jax.default_backend()),
+                    cfg.data.prefetch)
   tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
   step = start
   bar = Progress(start, total, enabled=progress if run.writer else False)
   watch = LossWatch(cfg.train.lr)
   try:
     with _StopFlag() as stop:
-      t_last, step_last = time.perf_counter(), start
+      t_last, step_last, wait_last = time.perf_counter(), start, 0.0
       vote = jax.process_count() > 1           # processes agree on stopping through the step
       voted = None                             # the previous step's answer (still on device)
       while step < total:
-        local = source.batch(step, rows=rows)
+        local = next(batches)
         if vote:
           local["stop"] = stop_votes(len(rows), stop.signum is not None)
         batch = step_batch(cfg, mesh, local)
@@ -183,11 +184,13 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
           watch.check(step, metrics["loss"])
           now = time.perf_counter()
           tps = (step - step_last) * tokens_per_step / max(now - t_last, 1e-9)
-          t_last, step_last = now, step
           record = dict(step=step, tokens=step * tokens_per_step, loss=metrics["loss"],
                         lr=float(schedule(step - 1)), grad_norm=metrics["grad_norm"],
                         tokens_per_s=tps, answer_loss=metrics["answer_loss"],
-                        answer_acc=metrics["answer_acc"])
+                        answer_acc=metrics["answer_acc"],
+                        # the share of the interval the loop waited for its input
+                        input_wait=(batches.wait_s - wait_last) / max(now - t_last, 1e-9))
+          t_last, step_last, wait_last = now, step, batches.wait_s
           run.append_metrics(record)
           for k, v in record.items():
             if k != "step":
@@ -218,6 +221,7 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
     _mark_failed(run, step, total, e)
     raise
   finally:
+    batches.close()
     bar.close()
     writer.close()
     ckpt.close()
