@@ -227,4 +227,8 @@ def test_a_rebuilt_corpus_changes_the_resolved_config(built, tmp_path):
   manifest = json.loads((copy / C.MANIFEST).read_text())
   manifest["documents"]["train"] += 1
   (copy / C.MANIFEST).write_text(json.dumps(manifest))
+  with pytest.raises(ConfigError, match="made from another build of the corpus"):
+    resolve(c)                                                    # its ids are stale
+  shutil.rmtree(copy / "tokens")
+  C.tokenize(copy, "byte")
   assert resolve(c).derived.data_fingerprint != first

@@ -272,8 +272,8 @@ def test_reference_model_fixes_the_key_tokens(trained, kv_tasks, tmp_path):
 # --- training with eval.every ----------------------------------------------------------
 
 def _sigterm_at(monkeypatch, at_step):
-  import hybrid_jax.train.loop as loop
-  make = loop.make_source
+  import hybrid_jax.data as data
+  make = data.make_source
 
   def make_source(cfg):
     source = make(cfg)
@@ -285,7 +285,7 @@ def _sigterm_at(monkeypatch, at_step):
       return batch(step, rows)
     source.batch = batch_then_signal
     return source
-  monkeypatch.setattr(loop, "make_source", make_source)
+  monkeypatch.setattr(data, "make_source", make_source)
 
 
 def test_training_evaluates_every_k_steps_and_resumes_exactly(tmp_path, kv_tasks, monkeypatch):
@@ -303,7 +303,8 @@ def test_training_evaluates_every_k_steps_and_resumes_exactly(tmp_path, kv_tasks
   a, b = (RunDir(tmp_path / d) for d in "ab")
   assert [r["step"] for r in a.read_eval()] == [4, 8, 12]
   assert strip(a.read_eval(), {"eval_seconds"}) == strip(b.read_eval(), {"eval_seconds"})
-  assert strip(a.read_metrics(), {"tokens_per_s"}) == strip(b.read_metrics(), {"tokens_per_s"})
+  timing = {"tokens_per_s", "input_wait"}
+  assert strip(a.read_metrics(), timing) == strip(b.read_metrics(), timing)
   # The CLI then evaluates only the kept checkpoints training did not.
   assert {r["step"] for r in evaluate_run(tmp_path / "a", log=lambda *_: None)}.isdisjoint({4, 8, 12})
 

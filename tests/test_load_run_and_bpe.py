@@ -109,6 +109,7 @@ def test_bpe_toy_run_trains_and_exports_with_its_tokenizer(corpus_dir, tmp_path)
   torch = pytest.importorskip("torch", reason="the hf test extra is not installed")
   from hybrid_jax import cli
   c = tiny_config("SF", steps=4)
+  assert cli.main(["data", "tokenize", "--data", str(corpus_dir), "--tokenizer", str(corpus_dir)]) == 0
   c.data.name, c.data.corpus, c.data.tokenizer = "mix", str(corpus_dir), str(corpus_dir)
   c.data.n_pairs, c.data.short_len = 1, 16
   c.model.vocab_size = None

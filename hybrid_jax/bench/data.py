@@ -1,8 +1,18 @@
 """``hybrid-jax bench data``: is the data path fast enough never to be the bottleneck?
 
-Prints one JSON line per producer (the training mix, each task generator): examples/s and
-tokens/s on one CPU thread, and the ratio to the training consumption (tokens/s of a few
-train steps of the toy default, or ``--train-tokens-per-s``). Target: ratio >= 10.
+Without ``--config``: one JSON line per producer (the training mix, each task generator):
+examples/s and tokens/s on one CPU thread, and the ratio to the training consumption
+(tokens/s of a few train steps of the toy default, or ``--train-tokens-per-s``). Target:
+ratio >= 10.
+
+With ``--config FILE [--config.k=v ...]`` (a run's config: the paper base with a corpus and
+its tokenizer, say): the input milliseconds per step of that run's batch, made by the text
+path it replaced (every row tokenized as it is made: ``bench.text_mix``), by the token-id
+path in this process, and by grain workers (1 and ``--workers``), all in this run, with the
+speed-ups over the text path; each at the config's ``n_pairs`` and at 0. Target: one worker
+<= ``--target-ms`` (33 ms: a third of the grid's fastest roofline step). ``--train``
+instead trains the toy default on the config's corpus with ``data.workers`` 0 and 2 in turn
+and compares losses (bit-identical) and tokens/s.
 """
 
 import argparse
@@ -52,7 +62,11 @@ def _parser():
 
 
 def main(argv=None):
-  args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if any(a == "--config" or a.startswith(("--config=", "--config.")) for a in argv):
+    from hybrid_jax.bench.input_pipeline import main as config_main
+    return config_main(argv)
+  args = _parser().parse_args(argv)
   names = tasks.TASK_NAMES if args.tasks == "all" else tuple(args.tasks.split(","))
   try:
     for name in names:

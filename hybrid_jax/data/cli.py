@@ -5,6 +5,7 @@
   hybrid-jax data build --source tfds:pg19 --out data/pg19          (needs its download)
   hybrid-jax data tokenizer --data data/pydocs --vocab-size 4096    (data/pydocs/tokenizer.model)
   hybrid-jax data tokenizer train --corpus data/pydocs --vocab-size 32000  (BPE tokenizer.json)
+  hybrid-jax data tokenize --data data/pydocs --tokenizer data/pydocs      (its token ids, once)
   hybrid-jax data show niah_single_prose --length 512 --depth 0.5 --data data/pydocs
   hybrid-jax data show mix --seq-len 256 --step 0 --row 0 --batch-size 8
   hybrid-jax data show corpus --data data/pydocs --split validation --index 3
@@ -13,13 +14,15 @@ Every error is one line, found before anything is written; nothing existing is o
 """
 
 import sys
+import time
 from pathlib import Path
 
 from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.data import tasks
-from hybrid_jax.data.corpus import build, open_corpus
+from hybrid_jax.data.corpus import build, open_corpus, tokenize
 from hybrid_jax.data.mix import TrainingMix, max_pairs
+from hybrid_jax.data.token_ids import ids_dir
 from hybrid_jax.data.tokenizer import SENTENCEPIECE_FILE, load_tokenizer, train_sentencepiece
 from hybrid_jax.data.tokenizer_cli import main as bpe_main
 from hybrid_jax.errors import UserError
@@ -45,6 +48,12 @@ def _parser():
   t.add_argument("--vocab-size", type=int, default=4096)
   t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe")
   t.add_argument("--max-documents", type=int, default=None)
+  k = sub.add_parser("tokenize", help="tokenize a built corpus once: the token ids training reads")
+  k.add_argument("--data", required=True, help="a directory built by `data build`")
+  k.add_argument("--tokenizer", required=True,
+                 help="'byte', a tokenizer.json / sentencepiece model, or a directory holding one")
+  k.add_argument("--threads", type=int, default=None,
+                 help="encoding threads (default: every core)")
   s = sub.add_parser("show", help="print a decoded task example, mix row or corpus document")
   s.add_argument("what", help="a task name, 'mix' or 'corpus'")
   s.add_argument("--data", default="", help="corpus directory (prose haystacks, mix text)")
@@ -94,6 +103,18 @@ def cmd_tokenizer(args):
         f"--config.data.tokenizer={args.data} --config.model.vocab_size=N (N >= vocab_size)")
 
 
+def cmd_tokenize(args):
+  if args.threads is not None and args.threads < 1:
+    raise UserError(f"--threads: must be >= 1 (got {args.threads})")
+  t0 = time.perf_counter()
+  meta = tokenize(args.data, args.tokenizer, threads=args.threads)
+  n = meta["splits"]
+  print(f"{PROG}: wrote {ids_dir(args.data, args.tokenizer)}: " + ", ".join(
+      f"{k} {v['documents']} documents, {v['tokens'] / 1e6:.2f}M tokens" for k, v in n.items())
+        + f" ({time.perf_counter() - t0:.1f} s); train with --config.data.corpus={args.data} "
+        f"--config.data.tokenizer={args.tokenizer}")
+
+
 def marked_text(tokenizer, tokens, answer, evidence=None) -> str:
   """Decoded tokens with answers in [[...]] and evidence in <<...>>."""
   evidence = [False] * len(tokens) if evidence is None else evidence
@@ -130,6 +151,7 @@ def _show_task(args, tokenizer):
 def _show_mix(args, tokenizer):
   d = base_config().data
   d.name, d.seq_len, d.seed, d.corpus = "mix", args.seq_len, args.seed, args.data
+  d.tokenizer = args.tokenizer
   d.long_fraction = args.long_fraction
   d.n_pairs = min(d.n_pairs, max_pairs(args.seq_len)) if args.n_pairs is None else args.n_pairs
   if not 0 <= d.n_pairs <= max_pairs(args.seq_len):
@@ -165,7 +187,8 @@ def cmd_show(args):
   return _show_task(args, tokenizer)
 
 
-COMMANDS = {"build": cmd_build, "tokenizer": cmd_tokenizer, "show": cmd_show}
+COMMANDS = {"build": cmd_build, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize,
+            "show": cmd_show}
 
 
 def main(argv=None):

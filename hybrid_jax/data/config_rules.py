@@ -5,7 +5,7 @@ field."""
 import hashlib
 from pathlib import Path
 
-from hybrid_jax.data.corpus import MANIFEST, CorpusError
+from hybrid_jax.data.layout import MANIFEST, CorpusError
 from hybrid_jax.data.mix import DISTANCES, PAIR_CHARS, max_pairs
 from hybrid_jax.data.synthetic import MIN_VOCAB
 from hybrid_jax.data.token_ids import check_ids

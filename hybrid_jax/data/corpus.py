@@ -27,20 +27,15 @@ from pathlib import Path
 
 from hybrid_jax.data import text as T
 from hybrid_jax.data.rst import rst_to_text
-from hybrid_jax.errors import UserError
+from hybrid_jax.data.layout import MANIFEST, SPLITS, CorpusError  # noqa: F401  (corpus's names)
+from hybrid_jax.data.token_ids import write_ids
 from hybrid_jax.run import atomic_write_text
 
 PYTHON_DOCS = "python-docs"
 PYTHON_DOCS_GLOB = "/usr/share/doc/python3*/html/_sources"   # Debian's python3-doc layout
 PYTHON_DOCS_INSTALL = "apt-get install python3-doc"
-MANIFEST = "corpus.json"
 BUILDER_NAME = "text_corpus"
 TEXT_SUFFIXES = (".txt", ".md")
-SPLITS = ("train", "validation")
-
-
-class CorpusError(UserError, ValueError):
-  """A bad source or corpus directory; the message is one line."""
 
 
 # --- sources: iterables of (doc_id, text) -------------------------------------------------
@@ -210,8 +205,8 @@ def build(sources: list[str], out, *, validation_fraction: float = 0.05,
                                                if s != PYTHON_DOCS))
     shutil.rmtree(tmp / "downloads", ignore_errors=True)   # tfds makes it; nothing is downloaded
     atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2) + "\n")
-    from hybrid_jax.data.token_ids import tokenize   # lazy: it reads corpora through this module
-    tokenize(tmp, None)    # byte ids need no trained tokenizer: a built corpus trains at once
+    # byte ids need no trained tokenizer: a built corpus trains at once
+    write_ids(tmp, None, {k: (t for _, t in v) for k, v in docs.items()})
     if out.exists():
       out.rmdir()          # empty (checked above)
     os.replace(tmp, out)
@@ -330,3 +325,16 @@ class TextCorpus:
 
 def open_corpus(data_dir, split: str = "train") -> TextCorpus:
   return TextCorpus(data_dir, split)
+
+
+def tokenize(data_dir, spec: str | None = None, *, threads: int | None = None) -> dict:
+  """``hybrid-jax data tokenize``: write ``data_dir``'s token ids for tokenizer ``spec``
+  (``hybrid_jax.data.token_ids``), reading each split's documents in order."""
+  read_manifest(data_dir)                          # a one-line error for a non-corpus
+  texts = {split: _texts(open_corpus(data_dir, split)) for split in SPLITS}
+  return write_ids(data_dir, spec, texts, threads=threads)
+
+
+def _texts(corpus):
+  for i in range(len(corpus)):
+    yield corpus[i]

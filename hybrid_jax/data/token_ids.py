@@ -24,11 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hybrid_jax.data.corpus import MANIFEST, SPLITS, CorpusError, open_corpus, read_manifest
+from hybrid_jax.data.layout import MANIFEST, SPLITS, TOKENS_DIR, CorpusError
 from hybrid_jax.data.tokenizer import BYTE, load_tokenizer, tokenizer_file
 from hybrid_jax.run import atomic_write_text
 
-TOKENS_DIR = "tokens"
 META = "ids.json"
 FORMAT = 1
 CHUNK_CHARS = 8 << 20            # text encoded per batch call (bounded memory, many cores busy)
@@ -132,10 +131,9 @@ def _encoder(tokenizer, threads: int):
   return lambda texts: [np.asarray(p) for p in tokenizer.sp.encode(list(texts), num_threads=threads)]
 
 
-def _chunks(corpus):
+def _chunks(texts):
   batch, size = [], 0
-  for i in range(len(corpus)):
-    text = corpus[i]
+  for text in texts:
     batch.append(text)
     size += len(text)
     if size >= CHUNK_CHARS:
@@ -145,12 +143,11 @@ def _chunks(corpus):
     yield batch
 
 
-def tokenize(data_dir, spec: str | None = None, *, threads: int | None = None) -> dict:
-  """Write ``data_dir``'s ids for tokenizer ``spec`` (see the module docstring); returns the
-  metadata. Existing ids are never overwritten: the work happens in a temporary sibling that
-  is renamed into place once complete."""
+def write_ids(data_dir, spec, texts_by_split: dict, *, threads: int | None = None) -> dict:
+  """Write ``data_dir``'s ids for tokenizer ``spec`` from each split's document texts, in
+  the corpus's order (see the module docstring); returns the metadata. Existing ids are never
+  overwritten: the work happens in a temporary sibling renamed into place once complete."""
   data_dir = Path(data_dir)
-  read_manifest(data_dir)                          # a one-line error for a non-corpus
   try:
     tokenizer = load_tokenizer(spec)
   except ValueError as e:
@@ -170,10 +167,9 @@ def tokenize(data_dir, spec: str | None = None, *, threads: int | None = None) -
   splits = {}
   try:
     for split in SPLITS:
-      corpus = open_corpus(data_dir, split)
       lengths = []
       with open(tmp / f"{split}.ids", "wb") as f:
-        for texts in _chunks(corpus):
+        for texts in _chunks(texts_by_split[split]):
           for ids in encode(texts):
             f.write(np.asarray(ids).astype(dtype).tobytes())
             lengths.append(len(ids))

@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+import ml_collections
+
 from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.errors import UserError
 
@@ -49,11 +51,27 @@ def _quiet_libtpu():
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
+# Data keys that do not change the compiled program (where rows come from and how they are
+# made; a tokenizer's vocabulary is model.vocab_size, hashed): hashed at their defaults, or
+# dropped where they are newer than committed plans, so changing them keeps a plan's records
+# and an unchanged config hashes as it did before the keys existed.
+HASHED_AS = {"corpus": "", "tokenizer": "byte"}
+UNHASHED = ("workers", "prefetch")
+
+
 def config_hash(cfg, target) -> str | None:
-  """What a record was planned from: the resolved config and the target."""
+  """What a record was planned from: the resolved config (less what the compile ignores) and
+  the target."""
   if cfg is None:
     return None
-  return hashlib.sha256((cfg.to_json(sort_keys=True) + target.name).encode()).hexdigest()[:16]
+  d = cfg.to_dict()
+  data, derived = d.get("data", {}), d.get("derived", {})
+  data.update({k: v for k, v in HASHED_AS.items() if k in data})
+  for k in UNHASHED:
+    data.pop(k, None)
+  derived.pop("data_fingerprint", None)
+  text = ml_collections.ConfigDict(d).to_json(sort_keys=True)
+  return hashlib.sha256((text + target.name).encode()).hexdigest()[:16]
 
 
 def earlier_records(out_path: Path) -> dict[str, dict]:
@@ -77,7 +95,7 @@ def run_plans(prog, named_runs, target, out_path, search=True, log=print, resume
   soon as it exists (to ``out_path.partial``, renamed when the grid is done), so an
   interrupted grid loses at most the run being compiled when ``--resume`` is given again."""
   from hybrid_jax.plan.fit import Compiler, plan_run  # lazy: after _quiet_libtpu()
-  from hybrid_jax.plan.report import record, table, totals  # lazy: after _quiet_libtpu()
+  from hybrid_jax.plan.report import host_model, record, table, totals, with_input  # lazy: after _quiet_libtpu()
   compiler = Compiler(target, log=lambda m: log(f"{prog}: {m}"))
   records = []
   partial = Path(str(out_path) + ".partial")
@@ -88,18 +106,22 @@ def run_plans(prog, named_runs, target, out_path, search=True, log=print, resume
     for i, (name, cfg, error) in enumerate(named_runs):
       key = config_hash(cfg, target)
       old = earlier.get(name)
-      if cfg is not None and old is not None and old.get("config_hash") == key:
+      was_kept = cfg is not None and old is not None and old.get("config_hash") == key
+      if was_kept:
         rec, kept = old, kept + 1
       elif cfg is None:
         rec = dict(record(name, None, None, target, error), config_hash=key)
       else:
         rec = dict(record(name, cfg, plan_run(cfg, compiler, search), target), config_hash=key)
+      rec = with_input(rec, cfg, target)      # kept records too: the host model is not compiled
       records.append(rec)
       f.write(json.dumps(rec) + "\n")
       f.flush()
       os.fsync(f.fileno())
       line = (rec["status"] + (f": {rec['reason']}" if rec.get("reason") else "")
-              + (" (kept from before)" if rec is old else ""))
+              + (", input-bound" if rec.get("input_bound") else "")
+              + (f" (input not measured: {rec['input_error']})" if rec.get("input_error") else "")
+              + (" (kept from before)" if was_kept else ""))
       log(f"{prog}: [{i + 1}/{len(named_runs)}] {name}: {line}")
   os.replace(partial, out_path)
   tot = totals(records)
@@ -109,6 +131,7 @@ def run_plans(prog, named_runs, target, out_path, search=True, log=print, resume
         f"{tot['do_not_compile']} do not compile, {tot['invalid']} invalid; "
         f"{tot['chip_hours']:.4g} chip-hours for the {tot['fit']} that fit "
         f"({tot['tokens']:.3g} tokens, {tot['model_flops']:.3g} model FLOPs); "
+        f"{tot['input_bound']} input-bound ({host_model(records)}); "
         f"{compiler.compiles} compiles" + (f", {kept} records kept from before" if resume else "")
         + f"; wrote {out_path}")
   return records

@@ -1,8 +1,10 @@
-"""A planned run as one JSON record and one table row; the grid's totals."""
+"""A planned run as one JSON record and one table row (its step time beside its input time
+on the topology's hosts); the grid's totals."""
 
+from hybrid_jax.data import input_cost
 from hybrid_jax.model.flops import model_flops_per_token
-from hybrid_jax.plan.fit import Planned, budget
-from hybrid_jax.plan.targets import Target
+from hybrid_jax.plan.fit import Planned, budget, one_line
+from hybrid_jax.plan.targets import Target, hosts
 from hybrid_jax.train.sharding import mesh_shape
 
 GIB = 1024 ** 3
@@ -59,6 +61,39 @@ def record(name: str, planned_run, p: Planned | None, target: Target, error: str
   return out
 
 
+def with_input(rec: dict, cfg, target: Target) -> dict:
+  """``rec`` with its run's input time per step on one host of ``target`` (``input_cost``:
+  the batch made here, over the host's share of the rows and its workers) and whether input,
+  not the roofline step, bounds it. The host model is not part of the compile, so a record
+  kept by ``--resume`` gets these afresh; a source that cannot be made here is an
+  ``input_error``, not a failed plan."""
+  if cfg is None or "derived" not in cfg:
+    return rec
+  n, vcpus = hosts(target), input_cost.HOST_VCPUS[target.chip.name]
+  out = {k: v for k, v in rec.items() if k != "input_error"}
+  out.update(hosts=n, host_vcpus=vcpus, input_workers=None, input_batch_s=None, input_s=None,
+             input_bound=None)
+  try:
+    m = input_cost.input_seconds(cfg, n, vcpus)
+  except Exception as e:        # a corpus or tokenizer this host cannot read
+    return dict(out, input_error=one_line(e))
+  out.update(input_workers=m["workers"], input_batch_s=m["batch_s"], input_s=m["input_s"])
+  if out.get("step_s") is not None:
+    out["input_bound"] = m["input_s"] > out["step_s"]
+  return out
+
+
+def host_model(records: list[dict]) -> str:
+  """The host the input times assume, for the summary line."""
+  measured = [r for r in records if r.get("input_s") is not None]
+  if not measured:
+    return "no input times"
+  r = measured[0]
+  workers = "/".join(str(w) for w in sorted({x["input_workers"] for x in measured}))
+  return (f"input per step on {r['hosts']} host{'s' if r['hosts'] > 1 else ''} of "
+          f"{r['host_vcpus']} vCPUs, {workers} workers each")
+
+
 def _split(c, target, cfg) -> int:
   """Devices the batch is split over (the rest compute replicated rows)."""
   data, fsdp = mesh_shape(cfg.mesh, len(target.devices))
@@ -71,7 +106,7 @@ def _gib(x):
 
 def table(records: list[dict]) -> str:
   head = ["run", "N", "tokens", "model FLOP/step", "XLA FLOP/step", "args GiB", "out GiB",
-          "temp GiB", "total GiB", "step s", "chip-h", "status"]
+          "temp GiB", "total GiB", "step s", "input s", "chip-h", "status"]
   rows = []
   for r in records:
     rows.append([r["run"], f"{r['n'] / 1e6:.1f}M" if "n" in r else "-",
@@ -81,8 +116,10 @@ def table(records: list[dict]) -> str:
                  _gib(r.get("hbm_argument_bytes")), _gib(r.get("hbm_output_bytes")),
                  _gib(r.get("hbm_temp_bytes")), _gib(r.get("hbm_total_bytes")),
                  f"{r['step_s']:.3g}" if "step_s" in r else "-",
+                 f"{r['input_s']:.3g}" if r.get("input_s") is not None else "-",
                  f"{r['chip_hours']:.3g}" if r.get("chip_hours") is not None else "-",
-                 r["status"] + (f": {r['reason']}" if r.get("reason") else "")])
+                 r["status"] + (f": {r['reason']}" if r.get("reason") else "")
+                 + (", input-bound" if r.get("input_bound") else "")])
   widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
   fmt = lambda row: "  ".join(str(x).ljust(w) for x, w in zip(row[:-1], widths)) + "  " + row[-1]
   return "\n".join([fmt(head)] + [fmt(r) for r in rows])
@@ -95,6 +132,7 @@ def totals(records: list[dict]) -> dict:
               do_not_fit=sum(1 for r in records if r["status"] == "does not fit"),
               do_not_compile=sum(1 for r in records if r["status"] == "does not compile"),
               invalid=sum(1 for r in records if r["status"] == "invalid"),
+              input_bound=sum(1 for r in records if r.get("input_bound")),
               chip_hours=sum(r["chip_hours"] for r in fitting),
               tokens=sum(r.get("tokens", 0) for r in fitting),
               model_flops=sum(r["model_flops_per_step"] * r["steps"] for r in fitting))

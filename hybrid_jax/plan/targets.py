@@ -49,3 +49,15 @@ def target(name: str) -> Target:
   TargetError line for an unknown name or a missing compiler (with its pip command)."""
   chip_name, shape = _targets.parse(name)
   return Target(name, CHIPS[chip_name], math.prod(shape), _targets.devices(name))
+
+
+# Chips (GPUs) of one host: v4 and v5p hosts hold 4 chips, v5e and v6e hosts 8 (a 2x2 or 1x1
+# slice is part of one host: still one host), a GPU host 8. Cloud TPU's slice tables: v5p
+# 2x2x2 is 2 hosts, v5e 4x4 is 2.
+HOST_CHIPS = {"v4": 4, "v5p": 4, "v5e": 8, "v6e": 8, "h100": 8, "h200": 8}
+
+
+def hosts(t: Target) -> int:
+  """Hosts of the topology: each makes the input of only its own share of the batch, so
+  the input time per step divides by them."""
+  return math.ceil(t.chips / HOST_CHIPS[t.chip.name])
