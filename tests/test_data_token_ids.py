@@ -240,3 +240,36 @@ def test_a_single_huge_document_costs_no_more_than_many_small_ones(tmp_path):
       src.batch(s)
     seconds[name] = time.perf_counter() - t0
   assert seconds["one"] < 3 * seconds["many"] + 0.05, seconds
+
+
+# --- the loop with workers ------------------------------------------------------------------
+
+class _SignalAt:
+  """A hook that sends this process SIGTERM at a logged step, as a preemption would."""
+
+  def __init__(self, step):
+    self.at = step
+
+  def __getattr__(self, name):           # every other hook method does nothing
+    return lambda *a, **k: None
+
+  def log(self, step, record):
+    if step == self.at:
+      signal.raise_signal(signal.SIGTERM)
+
+
+def test_training_with_workers_gives_the_in_process_losses_and_resumes_after_sigterm(corpus, tmp_path):
+  from hybrid_jax.run import RunDir
+  from hybrid_jax.train import loop
+  from hybrid_jax.train.loop import Preempted
+  cfg = lambda workers: _cfg(corpus, workers=workers, prefetch=2)
+  loop.train(cfg(0), tmp_path / "w0", progress=False)
+  loop.train(cfg(2), tmp_path / "w2", progress=False)
+  with pytest.raises(Preempted):
+    loop.train(cfg(2), tmp_path / "stopped", progress=False, hooks=(_SignalAt(3),))
+  assert RunDir(tmp_path / "stopped").read_status()["state"] == "preempted"
+  loop.train(cfg(1), tmp_path / "stopped", progress=False)    # workers may change on resume
+  losses = {d: [r["loss"] for r in RunDir(tmp_path / d).read_metrics()] for d in ("w0", "w2", "stopped")}
+  assert len(losses["w0"]) == 6
+  assert losses["w0"] == losses["w2"] == losses["stopped"]
+  assert all(0 <= r["input_wait"] <= 1 for r in RunDir(tmp_path / "w2").read_metrics())

@@ -20,7 +20,8 @@ def _parser():
   p = argparse.ArgumentParser(prog="hybrid-jax bench data", description=__doc__.splitlines()[0])
   p.add_argument("--config", required=True, help="config file defining get_config()")
   p.add_argument("--workers", type=int, default=2, help="the larger worker count to time")
-  p.add_argument("--steps", type=int, default=8, help="steps timed per path (after a warm-up)")
+  p.add_argument("--steps", type=int, default=40, help="steps timed per id path (after a warm-up; "
+                 "many more than the workers buffer, so their rate is what is timed)")
   p.add_argument("--text-steps", type=int, default=3, help="steps timed on the (slow) text path")
   p.add_argument("--target-ms", type=float, default=TARGET_MS, help="one worker's target")
   p.add_argument("--train", action="store_true",
