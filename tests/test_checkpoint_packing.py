@@ -49,6 +49,7 @@ def _saved_at_4(tiny, tmp_path):
   cfg, state = _state(tiny)
   ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
   assert ckpt.save(4, state)
+  ckpt.wait()                      # saves are async: on disk only once waited for
   return cfg, state, ckpt
 
 

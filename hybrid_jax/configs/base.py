@@ -83,6 +83,7 @@ def base_config() -> ml_collections.ConfigDict:
   k.every = 100                  # latest checkpoint cadence (bounds the work a crash loses)
   k.log_per_octave = 2           # kept log-spaced checkpoints per doubling of steps
   k.log_min_step = 1
+  k.async_save = True            # write checkpoints in a thread; the loop waits only for the host copy
 
   c.eval = e = ml_collections.ConfigDict()
   e.every = config_dict.placeholder(int)     # training: evaluate every k steps (None: off)

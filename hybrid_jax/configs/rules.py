@@ -82,6 +82,8 @@ def check_checkpoint(k):
     fail("checkpoint.every", "must be >= 1", k.every)
   if k.log_per_octave < 0:
     fail("checkpoint.log_per_octave", "must be >= 0", k.log_per_octave)
+  if not isinstance(k.async_save, bool):
+    fail("checkpoint.async_save", "must be True or False", k.async_save)
 
 
 def check_mesh(h):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import ml_collections
 
-from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.cli_args import ArgumentParser, usage
 from hybrid_jax.errors import UserError
 
 
@@ -18,8 +18,13 @@ def _die(prog: str, message: str):
   raise UserError(f"{prog.removeprefix('hybrid-jax ')}: {message}")
 
 
+OPTIONS = ("[--out OUT]", "[--no-search]", "[--resume]")     # _common's, in the usage lines
+OVERRIDES_HELP = ("--config.KEY=VALUE overrides {what} (keys: hybrid_jax/configs/base.py; "
+                  "e.g. --config.train.steps=20).")
+
+
 def _common(p: ArgumentParser):
-  p.add_argument("--topology", required=True,
+  p.add_argument("--topology", required=True, metavar="T",
                  help="what to compile for: a TPU slice CHIP:GRID (v5p:2x2x1, v5e:2x2, v5e:1x1 for one "
                  "chip, v6e:2x2, v4:2x2x1) or GPUs of one host GPU:N (h100:8, h200:1)")
   p.add_argument("--out", default=None, help="JSON lines file (default: plan.jsonl, or "
@@ -70,6 +75,7 @@ def config_hash(cfg, target) -> str | None:
   for k in UNHASHED:
     data.pop(k, None)
   derived.pop("data_fingerprint", None)
+  d.get("checkpoint", {}).pop("async_save", None)   # how a save is written, not what compiles
   text = ml_collections.ConfigDict(d).to_json(sort_keys=True)
   return hashlib.sha256((text + target.name).encode()).hexdigest()[:16]
 
@@ -141,9 +147,13 @@ def main(argv) -> int:
   """``hybrid-jax plan``: one run."""
   prog = "hybrid-jax plan"
   p = ArgumentParser(prog=prog, description="Compile one run's train step for a topology and "
-                     "report its memory, FLOPs, step time and cost.")
+                     "report its memory, FLOPs, step time and cost.",
+                     usage=usage(prog, "--topology T", "[--config FILE]",
+                                 "[--config.KEY=VALUE ...]", *OPTIONS),
+                     epilog=OVERRIDES_HELP.format(what="the run's config"))
   _common(p)
-  p.add_argument("--config", default=None, help="config file defining get_config()")
+  p.add_argument("--config", default=None, metavar="FILE", help="config file defining "
+                 "get_config() (default: the toy CPU config, hybrid_jax/configs/default.py)")
   args, rest = p.parse_known_args(argv)
   _quiet_libtpu()
   from hybrid_jax.resolve import resolve  # lazy: after _quiet_libtpu()
@@ -162,7 +172,10 @@ def main_sweep_plan(argv) -> int:
   """``hybrid-jax sweep plan``: every grid point of a sweep file."""
   prog = "hybrid-jax sweep plan"
   p = ArgumentParser(prog=prog, description="Compile every run of a sweep file for a topology "
-                     "and report each one's memory, FLOPs, step time and the grid's cost.")
+                     "and report each one's memory, FLOPs, step time and the grid's cost.",
+                     usage=usage(prog, "SWEEP_FILE", "--topology T", "[--config.KEY=VALUE ...]",
+                                 *OPTIONS),
+                     epilog=OVERRIDES_HELP.format(what="every run's config"))
   p.add_argument("sweep_file", help="A Python file defining get_sweep().")
   _common(p)
   args, rest = p.parse_known_args(argv)

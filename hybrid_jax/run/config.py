@@ -13,7 +13,8 @@ CONFIG_FILE = "config.json"
 # Sections that say how a run is executed, not what it computes: a run may resume with
 # other values (e.g. on another mesh: checkpoints restore onto any mesh).
 EXECUTION_SECTIONS = ("mesh",)
-EXECUTION_KEYS = ("data.workers", "data.prefetch")   # how batches are made, never which
+# how batches are made and checkpoints written, never which
+EXECUTION_KEYS = ("data.workers", "data.prefetch", "checkpoint.async_save")
 
 
 def config_diff(old: dict, new: dict, prefix="", defaults: dict | None = None) -> list[str]:

@@ -40,15 +40,21 @@ def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> li
 
 
 class Checkpointer:
+  """Saves are asynchronous by default (``checkpoint.async_save``): ``save`` returns once the
+  state is copied to host memory and orbax writes it in a thread; the next save, ``wait``
+  and ``close`` wait for it. Orbax writes into a temporary directory renamed when complete,
+  so a process killed mid-write leaves no step that restore accepts."""
+
   def __init__(self, directory, ck, total_steps: int):
     self.directory = directory
+    self.async_save = bool(ck.get("async_save", True))
     self.kept_steps = log_spaced_steps(total_steps, ck.log_per_octave, ck.log_min_step)
     options = ocp.CheckpointManagerOptions(
         save_decision_policy=sdp.AnySavePolicy([
             sdp.SpecificStepsPolicy(self.kept_steps), sdp.FixedIntervalPolicy(ck.every)]),
         preservation_policy=pp.AnyPreservationPolicy([
             pp.CustomSteps(self.kept_steps), pp.LatestN(1)]),
-        enable_async_checkpointing=False, cleanup_tmp_directories=True, create=True)
+        enable_async_checkpointing=self.async_save, cleanup_tmp_directories=True, create=True)
     with quiet_orbax_logs():        # a corrupt step's metadata: resume reports it in one line
       self.manager = ocp.CheckpointManager(directory, options=options,
                                            item_handlers=ocp.StandardCheckpointHandler())
@@ -60,13 +66,23 @@ class Checkpointer:
     """Every step on disk, newest last: resume walks them back past a corrupt one."""
     return list(self.manager.all_steps())
 
+  def should_save(self, step: int) -> bool:
+    return self.manager.should_save(step)
+
   def save(self, step: int, state, force: bool = False) -> bool:
+    """Start saving ``step`` (synchronous saves also finish it); False when the policy skips
+    the step."""
     if not (force or self.manager.should_save(step)):
       return False                          # no host copy on the steps that are not saved
     item = packed_state.pack(state) if packed_state.packable(state) else state
     saved = self.manager.save(step, args=ocp.args.StandardSave(item), force=force)
-    self.manager.wait_until_finished()
+    if not self.async_save:
+      self.manager.wait_until_finished()
     return saved
+
+  def wait(self):
+    """Until the save in flight (if any) is on disk; its error, if it failed, raises here."""
+    self.manager.wait_until_finished()
 
   def reload(self):
     """Forget cached step lists (after a step directory was moved aside)."""
@@ -82,4 +98,7 @@ class Checkpointer:
     return self.manager.restore(step, args=ocp.args.StandardRestore(abstract_state))
 
   def close(self):
-    self.manager.close()
+    try:
+      self.manager.wait_until_finished()
+    finally:
+      self.manager.close()

@@ -4,7 +4,6 @@ happens at its log, eval and checkpoint steps (evaluation, figures) comes in as 
 import json
 import signal
 import sys
-import time
 
 import jax
 
@@ -14,8 +13,9 @@ from hybrid_jax.resolve import ensure_resolved
 from hybrid_jax.run import RunDir
 from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
-from hybrid_jax.train.failures import LossWatch, disk_error
+from hybrid_jax.train.failures import disk_error
 from hybrid_jax.train.hooks import Hook, is_eval_step
+from hybrid_jax.train.loop_hooks import CheckpointHook, EvalHook, MetricsHook, StepView
 from hybrid_jax.train.progress import Progress
 from hybrid_jax.train.resume import (compute_setup, report_metrics_gap, report_setup_change,
                                      restore_newest_intact)
@@ -158,63 +158,56 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   rows = sharding.process_rows(cfg.train.batch_size)
   batches = Batches(cfg, start, total, rows, resolve_workers(cfg.data.workers, jax.default_backend()),
                     cfg.data.prefetch)
-  tokens_per_step = cfg.train.batch_size * cfg.data.seq_len
   step = start
   bar = Progress(start, total, enabled=progress if run.writer else False)
-  watch = LossWatch(cfg.train.lr)
+  log = MetricsHook(total, every=cfg.train.log_every, run=run, writer=writer, bar=bar, hooks=hooks,
+                    schedule=schedule, tokens_per_step=cfg.train.batch_size * cfg.data.seq_len,
+                    lr=cfg.train.lr, start=start, batches=batches)
+  save = CheckpointHook(total, ckpt, hooks)
+  evaluate = EvalHook(total, every=cfg.eval.every, hooks=hooks, writer=writer)
   try:
     with _StopFlag() as stop:
-      t_last, step_last, wait_last = time.perf_counter(), start, 0.0
       vote = jax.process_count() > 1           # processes agree on stopping through the step
       voted = None                             # the previous step's answer (still on device)
+      pending = None                           # a logged step whose metrics are read next turn
       while step < total:
         local = next(batches)
         if vote:
           local["stop"] = stop_votes(len(rows), stop.signum is not None)
-        batch = step_batch(cfg, mesh, local)
-        state, metrics = train_step(state, batch)
+        state, metrics = train_step(state, step_batch(cfg, mesh, local))
         step += 1
+        if pending is not None:                # step - 1's metrics: step is queued behind it
+          log(pending)
+          pending = None
         # One process: stop now. Several: stop when the step before this one says any process
         # voted (read only now, so the host stays a step ahead); all see it at the same step.
         stopping = (stop.signum is not None if not vote
                     else voted is not None and float(voted) > 0)
         voted = metrics.pop("stop", None)
-        if step % cfg.train.log_every == 0 or step == total:
-          metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-          watch.check(step, metrics["loss"])
-          now = time.perf_counter()
-          tps = (step - step_last) * tokens_per_step / max(now - t_last, 1e-9)
-          record = dict(step=step, tokens=step * tokens_per_step, loss=metrics["loss"],
-                        lr=float(schedule(step - 1)), grad_norm=metrics["grad_norm"],
-                        tokens_per_s=tps, answer_loss=metrics["answer_loss"],
-                        answer_acc=metrics["answer_acc"],
-                        # the share of the interval the loop waited for its input
-                        input_wait=(batches.wait_s - wait_last) / max(now - t_last, 1e-9))
-          t_last, step_last, wait_last = now, step, batches.wait_s
-          run.append_metrics(record)
-          for k, v in record.items():
-            if k != "step":
-              writer.add_scalar(f"train/{k}", v, step)
-          run.write_status("running", step, total)        # sweep status shows the step
-          bar.logged(record)
-          for hook in hooks:
-            hook.log(step, record)
+        view = StepView(step, state, metrics)
+        # A checkpoint or an evaluation needs this step's state before the next step (which
+        # takes the state's buffers) is dispatched, so its record is written first, in order.
+        at_rest = stopping or save.due(step) or evaluate.due(step)
+        if log.due(step):
+          if at_rest:
+            log(view)
+          else:
+            pending = view
         bar.step()
         if stopping:
-          ckpt.save(step, state, force=True)
+          save(view, force=True)
+          ckpt.wait()                             # SIGTERM: the save in flight is on disk first
           why = (f"stopped by signal {stop.signum}" if stop.signum is not None
                  else "stopped by a signal to another process of the job")
           run.write_status("preempted", step, total, why)
           raise Preempted(f"preempted at step {step}/{total}; rerun the same command to resume")
         if vote and step == start + 2:           # the first step has run (its vote was read),
           distributed.quiet_gloo_threads()        # so gloo's event loop exists
-        if ckpt.save(step, state, force=step == total):
-          for hook in hooks:
-            hook.checkpoint(step)
-        for hook in hooks if is_eval_step(cfg, step) else ():
-          for k, v in (hook.eval(step, state["params"]) or {}).items():
-            if k not in ("step", "settings_id") and isinstance(v, (int, float)):
-              writer.add_scalar(f"eval/{k}", v, step)
+        if save.due(step):
+          save(view)
+        if evaluate.due(step):
+          evaluate(view)
+      ckpt.wait()
   except Preempted:
     raise
   except Exception as e:
