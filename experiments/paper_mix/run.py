@@ -110,6 +110,8 @@ def ensure_corpus():
   """Build the Python-docs corpus the sweep trains on, once."""
   if not (Path(grid.CORPUS) / "corpus.json").is_file():    # hybrid_jax.data.corpus.MANIFEST
     study.cli("data", "build", "--source", "python-docs", "--out", grid.CORPUS)
+  if not (Path(grid.CORPUS) / "tokens" / "byte" / "ids.json").is_file():   # built before token ids
+    study.cli("data", "tokenize", "--data", grid.CORPUS, "--tokenizer", "byte")
 
 
 def select(runs) -> dict:
