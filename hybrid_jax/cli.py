@@ -20,7 +20,7 @@ USER_ERROR_EXIT_CODE = 2
 COMMANDS = {
     "train": ("hybrid_jax.training", "Train one run, or resume it from its last checkpoint."),
     "eval": ("hybrid_jax.eval.cli", "Evaluate every checkpoint of a run not yet evaluated."),
-    "sweep": ("hybrid_jax.launch.cli", "Submit a grid of runs, show its status, or collect its metrics."),
+    "sweep": ("hybrid_jax.launch.cli", "Submit a grid of runs, plan its cost, show its status, or collect its metrics."),
     "plot": ("hybrid_jax.plot.cli", "Draw emergence or scaling figures from run directories."),
     "fit-scaling": ("hybrid_jax.analysis.scaling", "Fit L(N, D) scaling laws to a collected table."),
     "data": ("hybrid_jax.data.cli", "Build a corpus, train a tokenizer, or show examples."),

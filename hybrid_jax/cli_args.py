@@ -7,8 +7,21 @@ import argparse
 from hybrid_jax.errors import UserError
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-  """Defaults in the help of every option; descriptions keep their line breaks."""
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+  """Each option's default, once, after its help; descriptions keep their line breaks.
+
+  A help that says its default itself ("(default: one per core)": what None means) keeps
+  its own; flags and required options have no default to show."""
+
+  def _get_help_string(self, action):
+    text = action.help or ""
+    if (DEFAULT_MARK in text or not action.option_strings or action.required
+        or action.nargs == 0 or action.default is argparse.SUPPRESS):
+      return text
+    return f"{text} (default: %(default)s)"
+
+
+DEFAULT_MARK = "(default"     # "(default: ...)" or "(default on CPU: ...)": a help's own
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -26,6 +39,21 @@ class ArgumentParser(argparse.ArgumentParser):
     kwargs.setdefault("parser_class", ArgumentParser)
     self.register("action", "parsers", _SubParsers)
     return super().add_subparsers(**kwargs)
+
+
+def usage(prog: str, *items: str, width: int = 88) -> str:
+  """A usage line written by hand, wrapped between ``items`` as argparse wraps its own: the
+  ``--config.KEY=VALUE`` overrides that parse_known_args passes on are no argparse option,
+  so argparse's usage cannot show them."""
+  indent = " " * (len("usage: ") + len(prog) + 1)
+  lines, line = [], "usage: " + prog
+  for item in items:
+    if len(line) + 1 + len(item) > width:
+      lines.append(line)
+      line = indent + item
+    else:
+      line += " " + item
+  return "\n".join(lines + [line]).removeprefix("usage: ")
 
 
 def sentence(text: str) -> str:

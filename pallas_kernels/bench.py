@@ -408,33 +408,46 @@ def cpu_blocks_report(rounds: int = 7, reps: int = 3) -> list[dict]:
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="python -m pallas_kernels.bench", description=__doc__.splitlines()[0])
+  from hybrid_jax.cli_args import HelpFormatter   # lazy: the kernels need nothing of hybrid_jax
+  p = argparse.ArgumentParser(prog="python -m pallas_kernels.bench", description=__doc__.strip(),
+                              formatter_class=HelpFormatter)
   argv = sys.argv[1:] if argv is None else list(argv)
   if any(a.startswith(("--memory", "--gpu-spills", "--causal-xla")) for a in argv):
     # Compiled for a target, never run here: JAX stays on the CPU, so that a GPU plugin
     # installed on a host without a GPU does not fail at start and take the target with it.
     jax.config.update("jax_platforms", "cpu")
   on_cpu = jax.default_backend() == "cpu"
-  p.add_argument("--ops", default="swa,gla,delta")
+  on_this = "on CPU" if on_cpu else "on an accelerator"   # the defaults differ: say which
+  p.add_argument("--ops", default="swa,gla,delta", help="comma-separated ops to time")
   p.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")],
-                 default=[1024] if on_cpu else [4096, 16384])
+                 default=[1024] if on_cpu else [4096, 16384],
+                 help=f"comma-separated sequence lengths (default: "
+                      f"{'1024' if on_cpu else '4096,16384'} {on_this})")
   p.add_argument("--windows", type=lambda s: [int(x) for x in s.split(",")],
-                 default=[128] if on_cpu else [128, 512, 2048])
-  p.add_argument("--batch", type=int, default=1)
-  p.add_argument("--heads", type=int, default=2 if on_cpu else 16)
-  p.add_argument("--kv-heads", type=int, default=1 if on_cpu else 4)
-  p.add_argument("--head-dim", type=int, default=64 if on_cpu else 128)
-  p.add_argument("--chunk", type=int, default=64)
-  p.add_argument("--dtype", default="float32" if on_cpu else "bfloat16")
-  p.add_argument("--reps", type=int, default=3)
+                 default=[128] if on_cpu else [128, 512, 2048],
+                 help=f"comma-separated SWA windows (default: "
+                      f"{'128' if on_cpu else '128,512,2048'} {on_this})")
+  p.add_argument("--batch", type=int, default=1, help="batch size")
+  p.add_argument("--heads", type=int, default=2 if on_cpu else 16,
+                 help=f"query heads (default: %(default)s {on_this})")
+  p.add_argument("--kv-heads", type=int, default=1 if on_cpu else 4,
+                 help=f"SWA key/value heads (default: %(default)s {on_this})")
+  p.add_argument("--head-dim", type=int, default=64 if on_cpu else 128,
+                 help=f"head dim; the scans' key and value dims (default: %(default)s {on_this})")
+  p.add_argument("--chunk", type=int, default=64, help="the scans' chunk length")
+  p.add_argument("--dtype", default="float32" if on_cpu else "bfloat16",
+                 help=f"input dtype (default: %(default)s {on_this})")
+  p.add_argument("--reps", type=int, default=3, help="timed repetitions")
   p.add_argument("--interpret", action="store_true",
                  help="on CPU, also run the Pallas kernels interpreted (correctness, not speed)")
-  p.add_argument("--peak", type=float, default=None, help="device peak FLOP/s (else looked up)")
-  p.add_argument("--json", default=None, help="also write the rows to this file")
+  p.add_argument("--peak", type=float, default=None,
+                 help="device peak FLOP/s (default: looked up for the device)")
+  p.add_argument("--json", default=None, help="also write the rows to this file (default: none)")
   p.add_argument("--memory", metavar="TOPOLOGY", default=None,
                  help="instead of timing: compile deviceless for TOPOLOGY (e.g. v5e:2x2, "
                       "h100:1) and print the delta rule's vs simple GLA's gradient memory at "
-                      "--lengths (default 4096,16384), B=1, H=4, K=V=128, bf16")
+                      "--lengths (4096,16384 unless given), B=1, H=4, K=V=128, bf16 "
+                      "(default: time the kernels)")
   p.add_argument("--gpu-spills", action="store_true",
                  help="instead: registers and spill stores of every Triton kernel, compiled "
                       "deviceless for an H100 (sm_90a); the scans also in their earlier "
@@ -442,8 +455,8 @@ def main(argv=None):
   p.add_argument("--causal-xla", metavar="TOPOLOGY", default=None,
                  help="instead: compile the XLA path of full causal attention deviceless for "
                       "TOPOLOGY (e.g. h100, v5e:1x1), folded against unrolled blocks, at "
-                      "--lengths (default 2048,16384): compile time, distinct matmul shapes, "
-                      "temporary memory")
+                      "--lengths (2048,16384 unless given): compile time, distinct matmul "
+                      "shapes, temporary memory (default: time the kernels)")
   p.add_argument("--cpu-rows", action="store_true",
                  help="instead: the CPU attention path row by row against the whole batch, "
                       "fwd+bwd at the toy family's shapes (pin to one core: taskset -c 0)")

@@ -240,7 +240,8 @@ def main(argv):
   p = ArgumentParser(prog="hybrid-jax fit-scaling", description="Fit a scaling law L(N, D) to a "
                      "collected table.", epilog=__doc__)
   p.add_argument("table", help="a collected sweep table (CSV/TSV) or the paper authors' TSV")
-  p.add_argument("--formula", choices=FORMULAS, default="no_constant")
+  p.add_argument("--formula", choices=FORMULAS, default="no_constant",
+                 help="b N^-alpha + c D^-beta, or with a constant E added (see below)")
   p.add_argument("--longppl", action="store_true", help="fit log(PPL) of --ppl-column")
   p.add_argument("--ppl-column", default=None,
                  help="the PPL column (default: the first of %s present)" % (PPL_COLUMNS,))
@@ -248,8 +249,10 @@ def main(argv):
                  help="resamples for the 95%% intervals of alpha and beta (0: none)")
   p.add_argument("--column", default=None, help="the loss column (default: first of %s)" % (LOSS_COLUMNS,))
   p.add_argument("--validate", action="store_true", help="hold out the largest model; report R^2, RMSE, MAE")
-  p.add_argument("--alpha-bounds", default="0.2,0.3")
-  p.add_argument("--beta-bounds", default="0.0,2.0")
+  p.add_argument("--alpha-bounds", default="0.2,0.3", metavar="LO,HI",
+                 help="the range alpha is fitted in")
+  p.add_argument("--beta-bounds", default="0.0,2.0", metavar="LO,HI",
+                 help="the range beta is fitted in")
   p.add_argument("--out", default=None, help="figure path (default: next to the table)")
   a = p.parse_args(argv)
   try:

@@ -20,7 +20,9 @@ import json
 import sys
 import time
 
+from hybrid_jax.bench.input_pipeline import CONFIG_USAGE
 from hybrid_jax.bench.train import project_step_seconds, shape_config
+from hybrid_jax.cli_args import HelpFormatter, usage
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.data import tasks
 from hybrid_jax.data.corpus import open_corpus
@@ -48,16 +50,28 @@ def rate(make, tokens_each: int, seconds: float, min_reps: int = 3) -> tuple[flo
 
 
 def _parser():
-  p = argparse.ArgumentParser(prog="hybrid-jax bench data", description=__doc__.splitlines()[0])
-  p.add_argument("--train-tokens-per-s", type=float, default=None,
+  p = argparse.ArgumentParser(
+      prog="hybrid-jax bench data", description=__doc__.split("\n\n")[0],
+      formatter_class=HelpFormatter,
+      usage=usage("hybrid-jax bench data", "[--train-tokens-per-s N]", "[--length N]",
+                  "[--seq-len N]", "[--batch-size N]", "[--data DIR]", "[--tokenizer TOKENIZER]",
+                  "[--seconds S]", "[--tasks NAMES]") + "\n       " + CONFIG_USAGE,
+      epilog=__doc__.split("\n\n", 1)[1] + "\nhybrid-jax bench data --config FILE --help shows "
+      "the options of that mode.")
+  p.add_argument("--train-tokens-per-s", type=float, default=None, metavar="N",
                  help="training consumption to compare with (default: measure the toy default)")
-  p.add_argument("--length", type=int, default=2048, help="task example length (tokens)")
-  p.add_argument("--seq-len", type=int, default=256, help="training mix row length")
-  p.add_argument("--batch-size", type=int, default=8, help="training mix rows per batch")
-  p.add_argument("--data", default="", help="corpus directory (default: prose from the seed)")
-  p.add_argument("--tokenizer", default="byte")
-  p.add_argument("--seconds", type=float, default=1.5, help="time per producer")
-  p.add_argument("--tasks", default="all", help="comma-separated task names, or all")
+  p.add_argument("--length", type=int, default=2048, metavar="N",
+                 help="task example length (tokens)")
+  p.add_argument("--seq-len", type=int, default=256, metavar="N", help="training mix row length")
+  p.add_argument("--batch-size", type=int, default=8, metavar="N",
+                 help="training mix rows per batch")
+  p.add_argument("--data", default="", metavar="DIR",
+                 help="corpus directory (default: prose from the seed)")
+  p.add_argument("--tokenizer", default="byte",
+                 help="'byte', a tokenizer.json / sentencepiece model, or a directory holding one")
+  p.add_argument("--seconds", type=float, default=1.5, metavar="S", help="time per producer")
+  p.add_argument("--tasks", default="all", metavar="NAMES",
+                 help="comma-separated task names, or all")
   return p
 
 

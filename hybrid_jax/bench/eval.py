@@ -13,6 +13,7 @@ import statistics
 import time
 
 from hybrid_jax.bench.timing import wall_times
+from hybrid_jax.cli_args import HelpFormatter
 from hybrid_jax.configs.default import get_config
 from hybrid_jax.eval.evaluate import Evaluator, check_settings
 from hybrid_jax.resolve import resolve
@@ -29,16 +30,27 @@ def _tokens_scored(settings) -> int:
 
 
 def main(argv=None) -> dict:
-  p = argparse.ArgumentParser(prog="hybrid-jax bench eval", description=__doc__.splitlines()[0])
-  p.add_argument("--tasks", default=None, help="comma-separated task names, 'all' or ''")
-  p.add_argument("--lengths", default=None, help="comma-separated context lengths")
-  p.add_argument("--depths", default=None, help="comma-separated needle depths")
-  p.add_argument("--examples", type=int, default=None)
-  p.add_argument("--short-rows", type=int, default=None)
-  p.add_argument("--longppl-length", type=int, default=None)
-  p.add_argument("--longppl-window", type=int, default=None)
-  p.add_argument("--longppl-rows", type=int, default=None)
-  p.add_argument("--reps", type=int, default=2)
+  p = argparse.ArgumentParser(prog="hybrid-jax bench eval", description=__doc__.split("\n\n")[0],
+                              formatter_class=HelpFormatter,
+                              epilog="Each setting left out is the toy default's eval.* value.")
+  p.add_argument("--tasks", default=None,
+                 help="comma-separated task names, 'all' or '' (default: eval.tasks)")
+  p.add_argument("--lengths", default=None,
+                 help="comma-separated context lengths (default: eval.lengths)")
+  p.add_argument("--depths", default=None,
+                 help="comma-separated needle depths (default: eval.depths)")
+  p.add_argument("--examples", type=int, default=None,
+                 help="examples per task, length and depth (default: eval.examples)")
+  p.add_argument("--short-rows", type=int, default=None,
+                 help="held-out rows of the short loss (default: eval.short_rows)")
+  p.add_argument("--longppl-length", type=int, default=None,
+                 help="LongPPL row length (default: eval.longppl_length)")
+  p.add_argument("--longppl-window", type=int, default=None,
+                 help="LongPPL's short-context window (default: eval.longppl_window)")
+  p.add_argument("--longppl-rows", type=int, default=None,
+                 help="LongPPL rows, 0 for none (default: eval.longppl_rows)")
+  p.add_argument("--reps", type=int, default=2,
+                 help="evaluations after the first; their median is the time per checkpoint")
   args = p.parse_args(argv)
 
   cfg = get_config()

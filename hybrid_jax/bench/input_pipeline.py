@@ -12,23 +12,37 @@ import time
 from pathlib import Path
 
 from hybrid_jax.bench import BenchError
+from hybrid_jax.cli_args import HelpFormatter, usage
 
 TARGET_MS = 33.0
+CONFIG_USAGE = usage("hybrid-jax bench data", "--config FILE", "[--config.KEY=VALUE ...]",
+                     "[--workers N]", "[--steps N]", "[--text-steps N]", "[--target-ms MS]",
+                     "[--train]", "[--train-steps N]", "[--rounds N]", "[--json FILE]")
 
 
 def _parser():
-  p = argparse.ArgumentParser(prog="hybrid-jax bench data", description=__doc__.splitlines()[0])
-  p.add_argument("--config", required=True, help="config file defining get_config()")
-  p.add_argument("--workers", type=int, default=2, help="the larger worker count to time")
-  p.add_argument("--steps", type=int, default=40, help="steps timed per id path (after a warm-up; "
-                 "many more than the workers buffer, so their rate is what is timed)")
-  p.add_argument("--text-steps", type=int, default=3, help="steps timed on the (slow) text path")
-  p.add_argument("--target-ms", type=float, default=TARGET_MS, help="one worker's target")
+  p = argparse.ArgumentParser(prog="hybrid-jax bench data", description=__doc__.split("\n\n")[0],
+                              usage=CONFIG_USAGE, formatter_class=HelpFormatter,
+                              epilog="--config.KEY=VALUE overrides the config (keys: "
+                              "hybrid_jax/configs/base.py; e.g. --config.data.corpus=DIR).")
+  p.add_argument("--config", required=True, metavar="FILE",
+                 help="config file defining get_config()")
+  p.add_argument("--workers", type=int, default=2, metavar="N",
+                 help="the larger worker count to time")
+  p.add_argument("--steps", type=int, default=40, metavar="N",
+                 help="steps timed per id path (after a warm-up; many more than the workers "
+                 "buffer, so their rate is what is timed)")
+  p.add_argument("--text-steps", type=int, default=3, metavar="N",
+                 help="steps timed on the (slow) text path")
+  p.add_argument("--target-ms", type=float, default=TARGET_MS, metavar="MS",
+                 help="one worker's target")
   p.add_argument("--train", action="store_true",
                  help="train the toy default on the config's corpus with workers 0 and 2 instead")
-  p.add_argument("--train-steps", type=int, default=120, help="--train: steps per run")
-  p.add_argument("--rounds", type=int, default=2, help="--train: runs per worker count, alternated")
-  p.add_argument("--json", default=None, help="also write the rows to this file")
+  p.add_argument("--train-steps", type=int, default=120, metavar="N", help="--train: steps per run")
+  p.add_argument("--rounds", type=int, default=2, metavar="N",
+                 help="--train: runs per worker count, alternated")
+  p.add_argument("--json", default=None, metavar="FILE",
+                 help="also write the rows to this file (default: none)")
   return p
 
 

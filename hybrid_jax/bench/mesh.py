@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+from hybrid_jax.cli_args import HelpFormatter
+
 PROBE = """
 import json, time
 import jax, numpy as np
@@ -52,8 +54,9 @@ def run(devices, data, fsdp, steps):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="hybrid-jax bench mesh", description=__doc__.splitlines()[0])
-  p.add_argument("--steps", type=int, default=5)
+  p = argparse.ArgumentParser(prog="hybrid-jax bench mesh", description=__doc__.split("\n\n")[0],
+                              formatter_class=HelpFormatter)
+  p.add_argument("--steps", type=int, default=5, help="timed steps per mesh")
   a = p.parse_args(argv)
   rows = [run(1, 1, 1, a.steps)] + [run(8, d, f, a.steps) for d, f in ((8, 1), (2, 4), (1, 8))]
   base = rows[0]

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from hybrid_jax.bench.timing import best_seconds
+from hybrid_jax.cli_args import HelpFormatter
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
 from pallas_kernels.swa import api
@@ -79,18 +80,22 @@ def bench_recurrent(lengths, tokens, heads, dim, chunk, reps):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="hybrid-jax bench mixers", description=__doc__.splitlines()[0])
-  p.add_argument("--lengths", default="1024,2048,4096,8192,16384")
-  p.add_argument("--tokens", type=int, default=16384, help="B*T of every attention batch")
-  p.add_argument("--window", type=int, default=128)
-  p.add_argument("--heads", type=int, default=2)
-  p.add_argument("--kv-heads", type=int, default=2)
-  p.add_argument("--head-dim", type=int, default=64)
-  p.add_argument("--reps", type=int, default=2)
-  p.add_argument("--recurrent-lengths", default="1024,4096,16384")
-  p.add_argument("--chunk", type=int, default=64)
-  p.add_argument("--skip", choices=["attention", "recurrent"], action="append",
-                 default=[])
+  p = argparse.ArgumentParser(prog="hybrid-jax bench mixers", description=__doc__.strip(),
+                              formatter_class=HelpFormatter)
+  p.add_argument("--lengths", default="1024,2048,4096,8192,16384",
+                 help="attention: comma-separated sequence lengths T")
+  p.add_argument("--tokens", type=int, default=16384, help="B*T of every batch")
+  p.add_argument("--window", type=int, default=128, help="SWA window")
+  p.add_argument("--heads", type=int, default=2, help="attention query heads")
+  p.add_argument("--kv-heads", type=int, default=2, help="attention key/value heads")
+  p.add_argument("--head-dim", type=int, default=64,
+                 help="attention head dim; the scans' key and value dims")
+  p.add_argument("--reps", type=int, default=2, help="timed repetitions (the best counts)")
+  p.add_argument("--recurrent-lengths", default="1024,4096,16384",
+                 help="scans: comma-separated sequence lengths T")
+  p.add_argument("--chunk", type=int, default=64, help="the chunked scans' chunk length")
+  p.add_argument("--skip", choices=["attention", "recurrent"], action="append", default=[],
+                 help="leave out a part (repeatable) (default: none)")
   a = p.parse_args(argv)
   lengths = [int(x) for x in a.lengths.split(",")]
   print(f"# backend={jax.default_backend()} devices={jax.device_count()}", flush=True)

@@ -38,6 +38,7 @@ import orbax.checkpoint as ocp
 from hybrid_jax.bench import BenchError
 from hybrid_jax.bench.profile import op_time_by_group
 from hybrid_jax.bench.timing import matmul_peak_flops, median_seconds, wall_times
+from hybrid_jax.cli_args import HelpFormatter
 from hybrid_jax.configs.default import get_config
 from hybrid_jax.data import make_source
 from hybrid_jax.model.flops import model_flops_per_token
@@ -382,7 +383,8 @@ def sides(shape, a, peer: bool, compiled) -> list[tuple[str, callable]]:
 
 
 def _parser():
-  p = argparse.ArgumentParser(prog="hybrid-jax bench train", description=__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(prog="hybrid-jax bench train", description=__doc__.split("\n\n")[0],
+                              formatter_class=HelpFormatter)
   p.add_argument("--shapes", default=DEFAULT_SHAPES,
                  help=f"comma-separated, or 'all': {', '.join(SHAPES)}")
   p.add_argument("--rounds", type=int, default=20,
@@ -393,11 +395,11 @@ def _parser():
                  help="rounds run first and left out of the ratios: on a shared host the "
                       "first rounds after the workers start ran slower, unevenly between sides")
   p.add_argument("--threads", type=int, default=0,
-                 help="threads of both sides: 1, or 0 for every core (default)")
+                 help="threads of both sides: 1, or 0 for every core")
   p.add_argument("--processes", type=int, default=1,
                  help="the project side as this many single-threaded processes, one per core, "
                       "data parallel (as `hybrid-jax train` runs under HYBRID_JAX_COORDINATOR); "
-                      "1: one process on every core (default)")
+                      "1: one process on every core")
   p.add_argument("--peer", action="store_true", help="also time the PyTorch peer (needs torch)")
   p.add_argument("--compile-shapes", default="d256",
                  help="shapes also timed under torch.compile with --peer ('' for none)")
@@ -411,10 +413,11 @@ def _parser():
                  help="also time the step with XLA's own dot forms, without the fast form "
                       "every CPU matmul is given (pallas_kernels.cpu_matmul): its effect")
   p.add_argument("--no-breakdown", action="store_true", help="skip the per-op profile")
-  p.add_argument("--json", default=None, help="also write every row and ratio to this file")
+  p.add_argument("--json", default=None,
+                 help="also write every row and ratio to this file (default: none)")
   p.add_argument("--summarize", default=None, metavar="JSON",
                  help="time nothing: print the summary of the rows in a --json file (a "
-                      "committed run's ratios, regenerated from its rows)")
+                      "committed run's ratios, regenerated from its rows) (default: time)")
   return p
 
 

@@ -41,13 +41,21 @@ def _parser():
   b.add_argument("--source", action="append", required=True,
                  help="python-docs, a directory of .txt/.md files, or tfds:NAME (repeatable)")
   b.add_argument("--out", required=True, help="new (or empty) directory to build into")
-  b.add_argument("--validation-fraction", type=float, default=0.05)
-  b.add_argument("--max-documents", type=int, default=None)
-  t = sub.add_parser("tokenizer", help="train a sentencepiece model on a built corpus")
+  b.add_argument("--validation-fraction", type=float, default=0.05,
+                 help="share of the documents held out as the validation split (by a hash of "
+                 "each document's id, so a rebuild splits alike)")
+  b.add_argument("--max-documents", type=int, default=None,
+                 help="build from the first N documents of the sources only (default: all)")
+  t = sub.add_parser("tokenizer", help="train a sentencepiece model on a built corpus "
+                     "(tokenizer train: a BPE tokenizer.json)",
+                     epilog="subcommands:\n  train  train a byte-level BPE tokenizer.json instead "
+                     "(hybrid-jax data tokenizer train --help)")
   t.add_argument("--data", required=True, help="a directory built by `data build`")
-  t.add_argument("--vocab-size", type=int, default=4096)
-  t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe")
-  t.add_argument("--max-documents", type=int, default=None)
+  t.add_argument("--vocab-size", type=int, default=4096, help="the vocabulary size to learn")
+  t.add_argument("--model-type", choices=("bpe", "unigram"), default="bpe",
+                 help="sentencepiece's model type")
+  t.add_argument("--max-documents", type=int, default=None,
+                 help="train on the first N documents only (default: all)")
   k = sub.add_parser("tokenize", help="tokenize a built corpus once: the token ids training reads")
   k.add_argument("--data", required=True, help="a directory built by `data build`")
   k.add_argument("--tokenizer", required=True,
@@ -56,19 +64,24 @@ def _parser():
                  help="encoding threads (default: every core)")
   s = sub.add_parser("show", help="print a decoded task example, mix row or corpus document")
   s.add_argument("what", help="a task name, 'mix' or 'corpus'")
-  s.add_argument("--data", default="", help="corpus directory (prose haystacks, mix text)")
+  s.add_argument("--data", default="", help="corpus directory (prose haystacks, mix text) "
+                 "(default: none: generated prose)")
   s.add_argument("--tokenizer", default="byte", help="'byte' or a sentencepiece model / data dir")
   s.add_argument("--length", type=int, default=512, help="task: example length in tokens")
-  s.add_argument("--depth", type=float, default=0.5)
-  s.add_argument("--seed", type=int, default=0)
+  s.add_argument("--depth", type=float, default=0.5,
+                 help="task: where the needle sits, 0 (start) to 1 (end) of the context")
+  s.add_argument("--seed", type=int, default=0, help="task / mix: the data seed")
   s.add_argument("--index", type=int, default=0, help="task example / corpus document index")
-  s.add_argument("--n-classes", type=int, default=0)
+  s.add_argument("--n-classes", type=int, default=0,
+                 help="task: draw the answer from this many fixed values, the probes' closed set "
+                 "(0: any number)")
   s.add_argument("--seq-len", type=int, default=256, help="mix: row length")
-  s.add_argument("--step", type=int, default=0)
-  s.add_argument("--row", type=int, default=0)
+  s.add_argument("--step", type=int, default=0, help="mix: the training step")
+  s.add_argument("--row", type=int, default=0, help="mix: the row of that step's batch")
   s.add_argument("--batch-size", type=int, default=8,
                  help="mix: the run's train.batch_size (which rows are long depends on it)")
-  s.add_argument("--long-fraction", type=float, default=0.5)
+  s.add_argument("--long-fraction", type=float, default=0.5,
+                 help="mix: the run's data.long_fraction (share of long retrieval rows)")
   s.add_argument("--n-pairs", type=int, default=None, help="mix: pairs per long row "
                  "(default: data.n_pairs, at most seq_len/28)")
   s.add_argument("--split", default="validation", help="corpus/tasks: split of --data")
@@ -189,12 +202,15 @@ def cmd_show(args):
 
 COMMANDS = {"build": cmd_build, "tokenizer": cmd_tokenizer, "tokenize": cmd_tokenize,
             "show": cmd_show}
+# Subcommands of a subcommand, dispatched before parsing: `tokenizer --data ...` keeps its
+# flags while `tokenizer train` trains the byte-level BPE (tokenizer.json).
+NESTED = {("tokenizer", "train"): bpe_main}
 
 
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else list(argv)
-  if argv[:2] == ["tokenizer", "train"]:   # the byte-level BPE (tokenizer.json)
-    return bpe_main(argv[2:])
+  if tuple(argv[:2]) in NESTED:
+    return NESTED[tuple(argv[:2])](argv[2:])
   parser = _parser()
   if not argv or argv[0] in ("-h", "--help"):
     parser.print_help()

@@ -3,8 +3,9 @@
 Settings are the run's config.json eval section, then ``--config.eval.KEY=VALUE`` overrides
 (keys: hybrid_jax/configs/base.py, section eval); only ``eval.*`` may change, the model and
 data are the run's. One line per checkpoint is appended to RUN/eval.jsonl. The default
-settings take about 40 s to 5 min per checkpoint of a toy run on a laptop CPU; see the
-README for the settings that make it fast.
+settings take about half a minute per checkpoint of the toy default on a 2-core CPU (28 s
+for the first, 34 s for each further one; `hybrid-jax bench eval` times it on this
+machine); see the README for the settings that make it fast.
 """
 
 from absl import flags
@@ -20,7 +21,7 @@ PROG = "hybrid-jax eval"
 def _parser():
   p = ArgumentParser(prog=PROG, description=__doc__.split("\n", 1)[1].strip(),
                      usage=f"{PROG} --workdir RUN [--force] [--config.eval.KEY=VALUE ...]")
-  p.add_argument("--workdir", required=True, help="The run directory to evaluate.")
+  p.add_argument("--workdir", required=True, metavar="RUN", help="The run directory to evaluate.")
   p.add_argument("--force", action="store_true",
                  help="Evaluate a run whose training failed (refused otherwise: its loss was "
                       "not finite, so every metric would be too).")

@@ -5,7 +5,7 @@ import ast
 import sys
 from pathlib import Path
 
-from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax.cli_args import ArgumentParser, usage
 from hybrid_jax.errors import UserError
 from hybrid_jax.launch import report
 from hybrid_jax.run import atomic_write_text, collect_rows, rows_csv
@@ -27,25 +27,39 @@ def parse_overrides(args: list[str]) -> dict:
 
 
 def main(argv):
-  p = ArgumentParser(prog="hybrid-jax sweep", description="Submit a grid of runs, show its status, "
-                     "or collect its metrics into one table.")
+  p = ArgumentParser(prog="hybrid-jax sweep", description="Submit a grid of runs, plan its cost, "
+                     "show its status, or collect its metrics into one table.")
   sub = p.add_subparsers(dest="cmd", required=True)
-  s = sub.add_parser("submit", help="train every run of a sweep file not yet done")
+  s = sub.add_parser("submit", help="train every run of a sweep file not yet done",
+                     usage=usage("hybrid-jax sweep submit", "SWEEP_FILE", "--root ROOT",
+                                 "[--backend {local,slurm}]", "[--parallel N]", "[--dry-run]",
+                                 "[--retry-failed]", "[--slurm KEY=VALUE ...]", "[--wait]",
+                                 "[--config.KEY=VALUE ...]"),
+                     epilog="--config.KEY=VALUE overrides every run's config (keys: "
+                     "hybrid_jax/configs/base.py; e.g. --config.train.steps=20).")
   s.add_argument("sweep_file", help="A Python file defining get_sweep() (see hybrid_jax.launch.grid).")
   s.add_argument("--root", required=True, help="directory holding one run directory per grid point")
-  s.add_argument("--backend", choices=["local", "slurm"], default="local")
-  s.add_argument("--parallel", type=int, default=None, help="local workers (default: one per core)")
+  s.add_argument("--backend", choices=["local", "slurm"], default="local",
+                 help="where the runs train: processes on this machine, or Slurm jobs (submitit)")
+  s.add_argument("--parallel", type=int, default=None, metavar="N",
+                 help="local workers (default: one per core)")
   s.add_argument("--dry-run", action="store_true", help="print the grid, N, tokens and FLOPs; run nothing")
   s.add_argument("--retry-failed", action="store_true", help="also rerun runs that failed")
   s.add_argument("--slurm", action="append", default=[], metavar="KEY=VALUE",
                  help="submitit parameter for --backend slurm (timeout_min=60, gpus_per_node=8, "
-                      "slurm_partition=gpu, ...); repeatable; wins over the sweep file's")
+                      "slurm_partition=gpu, ...); repeatable; wins over the sweep file's "
+                      "(default: the sweep file's alone)")
   s.add_argument("--wait", action="store_true", help="--backend slurm: wait until every job ended")
   st = sub.add_parser("status", help="a table of the runs under a directory")
   st.add_argument("root", help="A sweep directory (or one run directory).")
   c = sub.add_parser("collect", help="one CSV/TSV of runs x checkpoints x metrics")
   c.add_argument("root", help="A sweep directory (or one run directory).")
-  c.add_argument("--out", default=None, help="output file (.csv or .tsv; default ROOT/collected.csv)")
+  c.add_argument("--out", default=None,
+                 help="output file, .csv or .tsv (default: ROOT/collected.csv)")
+  # `sweep plan` lives above the launcher (it compiles runs): hybrid_jax.cli dispatches it to
+  # hybrid_jax.plan.cli; it is listed here so that `sweep --help` shows it.
+  sub.add_parser("plan", add_help=False, help="compile every run of a sweep file for a TPU or "
+                 "GPU topology: memory, FLOPs, step time and the grid's cost")
   args, rest = p.parse_known_args(argv)
   if args.cmd == "submit":
     try:
@@ -77,6 +91,8 @@ def main(argv):
       print(f"hybrid-jax sweep: {e}", file=sys.stderr)
       raise SystemExit(143)
     return 1 if any(code not in (0, -1) for code in results.values()) else 0   # -1: still queued
+  if args.cmd == "plan":
+    raise UserError("sweep plan: run it as hybrid-jax sweep plan SWEEP_FILE --topology T")
   if rest:
     raise UserError(f"unrecognised arguments: {' '.join(rest)}")
   root = Path(args.root)

@@ -209,7 +209,7 @@ def main(argv=None):
   p.add_argument("--metric", default="retrieval_acc",
                  help="eval.jsonl key for the left panel (e.g. log_longppl, retrieval_acc/mqar)")
   p.add_argument("--short-metric", default="short_loss", help="eval.jsonl key for the right panel")
-  p.add_argument("--out", default=None, help="output path without suffix (default DIR/emergence)")
+  p.add_argument("--out", default=None, help="output path without suffix (default: DIR/emergence)")
   p.add_argument("--frac", type=float, default=0.9, help="table: tokens to reach this share of final")
   p.add_argument("--threshold", type=float, default=None,
                  help="Table: tokens to reach this value, blank where never reached (default: "

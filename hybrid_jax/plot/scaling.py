@@ -90,8 +90,8 @@ def main(argv=None):
   p = ArgumentParser(prog="hybrid-jax plot scaling", description=__doc__.split("\n\n")[0])
   p.add_argument("root", help="a sweep directory")
   p.add_argument("--metric", action="append", default=None,
-                 help="eval.jsonl or collected column per panel (repeatable; default short_loss)")
-  p.add_argument("--out", default=None, help="output path without suffix (default ROOT/scaling)")
+                 help="eval.jsonl or collected column per panel, repeatable (default: short_loss)")
+  p.add_argument("--out", default=None, help="output path without suffix (default: ROOT/scaling)")
   args = p.parse_args(argv)
   if not Path(args.root).is_dir():
     raise PlotInputError(f"{args.root} is not a directory")

@@ -47,29 +47,38 @@ def _parser():
   hea = sub.add_parser("heads", parents=[common], help="retrieval-head scores per (layer, head)")
   tra = sub.add_parser("trace", parents=[common], help="top heads over every checkpoint")
   for s in (hea, tra):
-    s.add_argument("--top-k", type=int, default=4)
+    s.add_argument("--top-k", type=int, default=4, help="heads reported as the retrieval heads")
     s.add_argument("--query-offset", type=int, default=0,
                    help="score the row this many tokens before the one preceding the answer")
   tra.add_argument("--reference-step", type=int, help="weights compared to (default: the last)")
   tra.add_argument("--out", help="directory for the trace figure (default: each run's analysis/)")
   tra.add_argument("--layers", help="only the heads of layers of these kinds (pattern letters, "
-                   "e.g. F for the full-attention layers); writes trace-<LAYERS>.json")
+                   "e.g. F for the full-attention layers); writes trace-<LAYERS>.json "
+                   "(default: every attention layer)")
   con = sub.add_parser("constrain", parents=[common], help="receptive-field constraint at inference")
-  con.add_argument("--window", type=int, required=True)
+  con.add_argument("--window", type=int, required=True,
+                   help="W: every output sees only the last W tokens, in the full-attention "
+                   "layers or in the efficient ones")
   con.add_argument("--short-rows", type=int, default=8, help="held-out rows of the short loss")
   abl = sub.add_parser("ablate", parents=[common], help="ablate the top-k heads vs random heads")
-  abl.add_argument("--k", type=int, default=4)
-  abl.add_argument("--mode", choices=("zero", "mean"), default="zero")
-  abl.add_argument("--seed", type=int, default=0)
+  abl.add_argument("--k", type=int, default=4, help="top retrieval heads ablated (and as many "
+                   "random heads of the same layers, the control)")
+  abl.add_argument("--mode", choices=("zero", "mean"), default="zero",
+                   help="replace a head's output by zero or by its causal running mean")
+  abl.add_argument("--seed", type=int, default=0, help="the draw of the random control heads")
   pro = sub.add_parser("probe", parents=[common], help="layer-wise logistic-regression probes")
-  pro.add_argument("--classes", type=int, default=8)
+  pro.add_argument("--classes", type=int, default=8,
+                   help="needle values the probes tell apart (a closed set)")
   pro.add_argument("--delta", action="store_true", help="probe each layer's residual delta")
-  pro.add_argument("--seed", type=int, default=0)
+  pro.add_argument("--seed", type=int, default=0, help="the probes' train/test split")
   gra = sub.add_parser("gradient", parents=[common], help="gradient influence by distance")
-  gra.add_argument("--targets", type=int, default=20)
+  gra.add_argument("--targets", type=int, default=20,
+                   help="the last N next-token predictions whose logits are differentiated")
   for s, samples in ((hea, 16), (tra, 16), (con, 16), (abl, 16), (pro, 64), (gra, 4)):
     s.add_argument("--samples", type=int, default=samples, help="NIAH examples")
-    s.add_argument("run", nargs="+" if s is tra else None)
+    s.add_argument("run", nargs="+" if s is tra else None,
+                   help="run directories (their curves share one figure)" if s is tra
+                   else "a run directory")
   return p
 
 
