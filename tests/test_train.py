@@ -167,6 +167,37 @@ def test_sigterm_saves_marks_preempted_and_resumes_exactly(tmp_path, config_file
   assert _curve(workdir) == _curve(reference_run)
 
 
+KILL_MID_SAVE = """
+import os, signal, sys
+from hybrid_jax.training import parse_train_flags
+from hybrid_jax.train import loop
+from hybrid_jax.train.hooks import Hook
+
+class KillMidSave(Hook):
+  def checkpoint(self, step):        # the save has begun: orbax writes it in a thread now
+    if step == 8:
+      os.kill(os.getpid(), signal.SIGKILL)
+
+cfg, workdir = parse_train_flags(sys.argv[1:])
+loop.train(cfg, workdir, progress=False, hooks=(KillMidSave(),))
+"""
+
+
+def test_sigkill_during_an_async_save_leaves_no_half_checkpoint_and_resumes_exactly(
+    tmp_path, config_file, reference_run):
+  workdir = tmp_path / "run"
+  proc = subprocess.run([sys.executable, "-c", KILL_MID_SAVE, "--config", str(config_file),
+                         "--workdir", str(workdir)], capture_output=True)
+  assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+  run = RunDir(workdir)
+  kept = sorted(int(p.name) for p in run.checkpoint_dir.iterdir() if p.name.isdigit())
+  assert kept and kept[-1] <= 8
+  assert any("tmp" in p.name for p in run.checkpoint_dir.iterdir()) or kept[-1] == 8
+  subprocess.run(_cli(workdir, config_file), check=True, capture_output=True)
+  assert _curve(workdir) == _curve(reference_run)
+  assert not any("tmp" in p.name for p in run.checkpoint_dir.iterdir())
+
+
 def test_another_config_in_the_same_workdir_is_refused_untouched(tmp_path):
   c = tiny_config(steps=4)
   train(c, tmp_path / "run", progress=False)

@@ -54,7 +54,9 @@ class Checkpointer:
             sdp.SpecificStepsPolicy(self.kept_steps), sdp.FixedIntervalPolicy(ck.every)]),
         preservation_policy=pp.AnyPreservationPolicy([
             pp.CustomSteps(self.kept_steps), pp.LatestN(1)]),
-        enable_async_checkpointing=self.async_save, cleanup_tmp_directories=True, create=True)
+        # Partial saves are removed by ``train.resume`` before any restore, synchronously:
+        # orbax's own cleanup runs in a thread and raced it over the same directories.
+        enable_async_checkpointing=self.async_save, cleanup_tmp_directories=False, create=True)
     with quiet_orbax_logs():        # a corrupt step's metadata: resume reports it in one line
       self.manager = ocp.CheckpointManager(directory, options=options,
                                            item_handlers=ocp.StandardCheckpointHandler())
