@@ -10,6 +10,8 @@ SUBCOMMANDS = {
     "train": ("hybrid_jax.bench.train", "training tokens/s, where the step's time goes, "
               "--peer: ratios to the PyTorch peer"),
     "mesh": ("hybrid_jax.bench.mesh", "step time and bytes per device under several meshes"),
+    "loop": ("hybrid_jax.bench.loop", "checkpoint cadence and blocking, loop overhead: ratios to "
+             "baselines in the same run"),
     "data": ("hybrid_jax.bench.data", "data throughput against the training consumption"),
     "eval": ("hybrid_jax.bench.eval", "time to evaluate one toy checkpoint"),
     "kernels": ("pallas_kernels.bench", "each kernel's time, FLOP/s and ratios"),

@@ -56,7 +56,10 @@ class Checkpointer:
             pp.CustomSteps(self.kept_steps), pp.LatestN(1)]),
         # Partial saves are removed by ``train.resume`` before any restore, synchronously:
         # orbax's own cleanup runs in a thread and raced it over the same directories.
-        enable_async_checkpointing=self.async_save, cleanup_tmp_directories=False, create=True)
+        enable_async_checkpointing=self.async_save, cleanup_tmp_directories=False, create=True,
+        # The rolling checkpoint's predecessor is deleted in a thread, not inside ``save``;
+        # a crash mid-delete leaves an older step the resume skips as corrupt if it is newest.
+        enable_background_delete=self.async_save)
     with quiet_orbax_logs():        # a corrupt step's metadata: resume reports it in one line
       self.manager = ocp.CheckpointManager(directory, options=options,
                                            item_handlers=ocp.StandardCheckpointHandler())

@@ -1,0 +1,156 @@
+"""``hybrid-jax bench loop``: what the training loop costs beyond its steps, each figure a
+ratio to a baseline measured in the same run.
+
+  cadence    the toy default with a checkpoint every step against one every 1000 steps,
+             with async saves (now) and synchronous ones (before): wall time per step
+             ratios (target: async <= 1.15x)
+  blocking   the S1 model's parameters and AdamW state on this CPU: how long a save blocks
+             the loop with async saves, against a synchronous save (target: <= 10%)
+  overhead   the toy default's loop (hooks, logging, checkpoints, input) against a bare
+             jitted loop over the same step and batches (target: >= 0.97x tokens/s)
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PARTS = ("cadence", "blocking", "overhead")
+
+
+def _parser():
+  p = argparse.ArgumentParser(prog="hybrid-jax bench loop", description=__doc__.splitlines()[0])
+  p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
+  p.add_argument("--steps", type=int, default=120, help="training steps per toy run")
+  p.add_argument("--rounds", type=int, default=2, help="runs per variant, alternated")
+  p.add_argument("--saves", type=int, default=3, help="blocking: saves per mode, alternated")
+  p.add_argument("--json", default=None, help="also write the rows to this file")
+  return p
+
+
+def _toy(steps, **checkpoint):
+  from hybrid_jax.configs.default import get_config
+  c = get_config()
+  c.train.tokens, c.train.steps = None, steps
+  for k, v in checkpoint.items():
+    c.checkpoint[k] = v
+  return c
+
+
+def _step_seconds(workdir, cfg) -> float:
+  """Median wall seconds per step over the logged intervals after the first (compile)."""
+  from hybrid_jax.run import RunDir
+  tps = [r["tokens_per_s"] for r in RunDir(workdir).read_metrics()[1:]]
+  return cfg.train.batch_size * cfg.data.seq_len / statistics.median(tps)
+
+
+def cadence(args, tmp) -> list[dict]:
+  from hybrid_jax.resolve import resolve
+  from hybrid_jax.train import loop
+  variants = {"every 1000": dict(every=1000), "every 1, async": dict(every=1, async_save=True),
+              "every 1, sync": dict(every=1, async_save=False)}
+  seconds = {k: [] for k in variants}
+  for r in range(args.rounds):
+    for name, ck in variants.items():
+      cfg = resolve(_toy(args.steps, **ck))
+      workdir = Path(tmp) / f"{name.replace(' ', '_').replace(',', '')}_{r}"
+      loop.train(cfg, workdir, progress=False)
+      seconds[name].append(_step_seconds(workdir, cfg))
+  base = statistics.median(seconds["every 1000"])
+  return [dict(part="cadence", variant=k, step_ms=round(1e3 * statistics.median(v), 2),
+               ratio_to_every_1000=round(statistics.median(v) / base, 3),
+               **({"target": 1.15, "meets": statistics.median(v) / base <= 1.15}
+                  if k == "every 1, async" else {}))
+          for k, v in seconds.items()]
+
+
+def blocking(args, tmp) -> list[dict]:
+  import jax
+  from hybrid_jax.configs.paper import get_config
+  from hybrid_jax.resolve import resolve
+  from hybrid_jax.train.checkpoint import Checkpointer
+  from hybrid_jax.train.state import init_state
+  c = get_config()
+  c.model.size, c.train.tokens_per_param = "S1", 100.0
+  cfg = resolve(c)
+  state = init_state(cfg)[2]
+  jax.block_until_ready(state)
+  n_bytes = sum(x.nbytes for x in jax.tree.leaves(state))
+  out = {True: [], False: []}
+  ckpts = {}
+  for async_save in (True, False):          # one manager per mode, warmed by a first save
+    c.checkpoint.async_save = async_save
+    ckpts[async_save] = Checkpointer(Path(tmp) / f"s1_{async_save}", resolve(c).checkpoint, 10 ** 6)
+    ckpts[async_save].save(1, state, force=True)
+    ckpts[async_save].wait()
+  for step in range(2, args.saves + 2):
+    for async_save, ckpt in ckpts.items():
+      t0 = time.perf_counter()
+      ckpt.save(step, state, force=True)
+      blocked = time.perf_counter() - t0
+      ckpt.wait()
+      out[async_save].append((blocked, time.perf_counter() - t0))
+  for ckpt in ckpts.values():
+    ckpt.close()
+  sync = statistics.median(t for _, t in out[False])
+  rows = []
+  for async_save, times in out.items():
+    blocked = statistics.median(b for b, _ in times)
+    row = dict(part="blocking", variant="async" if async_save else "sync", state_mb=round(n_bytes / 2 ** 20),
+               blocked_s=round(blocked, 3), whole_save_s=round(statistics.median(t for _, t in times), 3),
+               blocked_over_sync_save=round(blocked / sync, 3))
+    if async_save:
+      row.update(target=0.10, meets=blocked / sync <= 0.10)
+    rows.append(row)
+  return rows
+
+
+def overhead(args, tmp) -> list[dict]:
+  import jax
+  from hybrid_jax.data import make_source
+  from hybrid_jax.resolve import resolve
+  from hybrid_jax.train import loop, sharding
+  from hybrid_jax.train.state import init_state
+  cfg = resolve(_toy(args.steps))
+  per_step = cfg.train.batch_size * cfg.data.seq_len
+  loop_tps, bare_tps = [], []
+  for r in range(args.rounds):
+    workdir = Path(tmp) / f"overhead_{r}"
+    loop.train(cfg, workdir, progress=False)
+    loop_tps.append(per_step / _step_seconds(workdir, cfg))
+    mesh = sharding.make_mesh(cfg.mesh)
+    graphdef, rest, state, tx, _ = init_state(cfg, mesh)
+    step_fn = loop.run_step(cfg, mesh, graphdef, rest, tx, sharding.state_shardings(mesh, state))
+    source = make_source(cfg)
+    batches = [loop.step_batch(cfg, mesh, source.batch(s)) for s in range(args.steps)]
+    state, _ = step_fn(state, batches[0])         # compile
+    jax.block_until_ready(state)
+    t0 = time.perf_counter()
+    for b in batches[1:]:
+      state, metrics = step_fn(state, b)
+    jax.block_until_ready((state, metrics))
+    bare_tps.append(per_step * (args.steps - 1) / (time.perf_counter() - t0))
+  ratio = statistics.median(loop_tps) / statistics.median(bare_tps)
+  return [dict(part="overhead", loop_tokens_per_s=round(statistics.median(loop_tps)),
+               bare_tokens_per_s=round(statistics.median(bare_tps)), ratio=round(ratio, 3),
+               target=0.97, meets=ratio >= 0.97)]
+
+
+def main(argv=None) -> list[dict]:
+  from hybrid_jax.bench import BenchError
+  args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+  parts = args.parts.split(",")
+  if unknown := [p for p in parts if p not in PARTS]:
+    raise BenchError(f"--parts: unknown {', '.join(unknown)} (known: {', '.join(PARTS)})")
+  rows = []
+  with tempfile.TemporaryDirectory() as tmp:
+    for part in parts:
+      for row in globals()[part](args, tmp):
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+  if args.json:
+    Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
+  return rows
