@@ -47,7 +47,7 @@ from hybrid_jax.run import atomic_write_text
 from hybrid_jax.train import distributed, local_processes, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.state import init_state
-from hybrid_jax.train.step import make_train_step
+from hybrid_jax.train.step import step_for
 from hybrid_jax.xla_cache import use_persistent_compilation_cache
 from pallas_kernels import cpu_matmul
 
@@ -113,8 +113,8 @@ def make_step(cfg, donate: bool = True, mesh=None):
   """(jitted train step, initial state) of a resolved config; sharded over ``mesh`` if given."""
   graphdef, rest, state, tx, _ = init_state(cfg, mesh)
   shardings = sharding.state_shardings(mesh, state) if mesh is not None else None
-  return make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=shardings,
-                         donate=donate), state
+  return step_for(cfg, graphdef, rest, tx, mesh=mesh, state_shardings=shardings,
+                  donate=donate), state
 
 
 def step_memory(cfg, donate: bool) -> dict:

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from hybrid_jax.train import sharding
 from hybrid_jax.train.state import abstract_state
-from hybrid_jax.train.step import make_train_step
+from hybrid_jax.train.step import step_for
 
 
 @dataclasses.dataclass
@@ -49,6 +49,13 @@ def abstract_step_inputs(cfg, mesh):
   return graphdef, rest, tx, state, shardings, batch
 
 
+def planned_step(cfg, mesh):
+  """(train step, abstract state, abstract batch): the step ``train`` runs (``step_for``),
+  with inputs that allocate nothing."""
+  graphdef, rest, tx, state, shardings, batch = abstract_step_inputs(cfg, mesh)
+  return step_for(cfg, graphdef, rest, tx, mesh=mesh, state_shardings=shardings), state, batch
+
+
 _UNITS = dict(B=1, K=2 ** 10, M=2 ** 20, G=2 ** 30, T=2 ** 40)
 
 
@@ -77,9 +84,7 @@ def compile_step(cfg, devices) -> Compiled:
   counted from the shardings; anything else the compiler raises is raised."""
   sharding.check_mesh(cfg, devices)
   mesh = sharding.make_mesh(cfg.mesh, devices)
-  graphdef, rest, tx, state, shardings, batch = abstract_step_inputs(cfg, mesh)
-  step = make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=shardings,
-                         microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size)
+  step, state, batch = planned_step(cfg, mesh)
   axes = sharding.batch_axes((mesh.shape["data"], mesh.shape["fsdp"]),
                              cfg.train.batch_size // cfg.train.microbatches)
   t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from hybrid_jax.train.progress import Progress
 from hybrid_jax.train.resume import (compute_setup, report_metrics_gap, report_setup_change,
                                      restore_newest_intact)
 from hybrid_jax.train.state import init_state
-from hybrid_jax.train.step import make_train_step, stop_votes
+from hybrid_jax.train.step import step_for, stop_votes
 
 PREEMPTED_EXIT_CODE = 143
 
@@ -108,8 +108,7 @@ def _mark_failed(run, step, total, e):
 def run_step(cfg, mesh, graphdef, rest, tx, state_shardings):
   """A run's jitted train step, as the loop calls it (``train.precompile`` compiles the same
   program ahead, so it must be built here only)."""
-  return make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings,
-                         microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size)
+  return step_for(cfg, graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings)
 
 
 def step_batch(cfg, mesh, local: dict) -> dict:

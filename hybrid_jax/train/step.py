@@ -163,3 +163,11 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, micr
   return jax.jit(train_step, in_shardings=(state_shardings, batch_sharding),
                  out_shardings=(state_shardings, sharding.replicated(mesh)),
                  donate_argnums=donate_argnums)
+
+
+def step_for(cfg, graphdef, rest, tx, *, mesh=None, state_shardings=None, donate: bool = True):
+  """The resolved run's train step, as the loop, its precompile, ``plan`` and ``bench`` all
+  build it: one place, so what ``plan`` compiles is what ``train`` runs."""
+  return make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings,
+                         microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size,
+                         donate=donate)
