@@ -9,7 +9,6 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the hf test extra (pip install -e '.[hf]') is not installed")
 transformers = pytest.importorskip("transformers", reason="the hf test extra is not installed")
-pytest.importorskip("safetensors", reason="the hf test extra is not installed")
 
 from conftest import tiny_config                      # noqa: E402
 from hybrid_jax import cli, load_run                   # noqa: E402

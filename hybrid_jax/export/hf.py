@@ -21,6 +21,7 @@ Everything else is refused with one line saying what no class computes (``UNSUPP
 """
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -241,11 +242,21 @@ def tokenizer_files(cfg) -> tuple[dict[str, str], int]:
   return {HF_FILE: text, "tokenizer_config.json": json.dumps(tok_config, indent=2)}, eos_id
 
 
+def _save_file():
+  """safetensors' writer; ExportError (one line) where the package is missing."""
+  try:
+    from safetensors.numpy import save_file   # lazy: only exports write safetensors
+  except ImportError:
+    raise ExportError("export hf needs the safetensors package (a dependency of hybrid_jax, "
+                      "missing here): pip install -e . or pip install safetensors") from None
+  return save_file
+
+
 def save_hf(model, cfg, out, max_len: int | None = None) -> Path:
   """Write ``model`` (an ``LM`` under resolved ``cfg``) as the Hugging Face directory ``out``
   (absent or empty). Every check runs before anything is written; the directory is written
   next to ``out`` and renamed, so it appears complete or not at all."""
-  from safetensors.numpy import save_file   # lazy: optional dependency (the hf extra)
+  save_file = _save_file()
   out = Path(out)
   if out.exists() and (not out.is_dir() or any(out.iterdir())):
     raise ExportError(f"--out {out} exists and is not an empty directory (never overwritten)")
@@ -259,6 +270,8 @@ def save_hf(model, cfg, out, max_len: int | None = None) -> Path:
   tmp.mkdir(parents=True)
   save_file(weights, str(tmp / "model.safetensors"), metadata=dict(format="pt"))
   (tmp / "config.json").write_text(json.dumps(config, indent=2))
+  # safetensors creates its file 0600; give it the mode the umask gives every other file
+  os.chmod(tmp / "model.safetensors", (tmp / "config.json").stat().st_mode & 0o777)
   (tmp / "generation_config.json").write_text(json.dumps(
       dict(eos_token_id=eos_id, pad_token_id=eos_id, bos_token_id=None,
            use_cache=config["use_cache"]), indent=2))
@@ -280,5 +293,6 @@ def export_hf(workdir, out, step: int | None = None, max_len: int | None = None)
   cfg = resolve(load_config(workdir))
   target_class(cfg.model)
   tokenizer_files(cfg)
+  _save_file()
   cfg, model = load_run(workdir, step)
   return save_hf(model, cfg, out, max_len)
