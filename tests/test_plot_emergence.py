@@ -131,3 +131,24 @@ def test_loss_axes_have_tick_labels_at_any_range(tmp_path):
     labels = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi]
     assert sum(bool(text) for text in labels) >= 2, (values, labels)
     plt.close(fig)
+
+
+def test_training_curves_label_two_or_more_token_ticks_within_one_power_of_ten(tmp_path, monkeypatch):
+  import matplotlib.figure
+
+  from hybrid_jax.plot.curves import write_training_curves
+  from hybrid_jax.run import RunDir
+  run = RunDir(tmp_path / "run")
+  run.path.mkdir()
+  for step in range(10, 301, 10):          # the toy default: 2048 tokens a step, logged every 10
+    run.append_metrics(dict(step=step, tokens=2048 * step, loss=3.0 - step / 200,
+                            answer_loss=4.0 - step / 100, answer_acc=step / 300))
+  saved = []
+  savefig = matplotlib.figure.Figure.savefig
+  monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                      lambda self, *a, **k: saved.append(self) or savefig(self, *a, **k))
+  assert write_training_curves(run) == run.path / "curves.png"
+  for ax in saved[0].axes:                 # drawn by savefig: the labels are the saved ones
+    lo, hi = ax.get_xlim()
+    labels = [t.get_text() for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi]
+    assert ax.get_xscale() == "log" and sum(bool(text) for text in labels) >= 2, labels

@@ -5,18 +5,25 @@ import math
 from pathlib import Path
 
 import numpy as np
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
 
 from hybrid_jax.run import read_config_json
 
 
 def readable_scale(ax, which: str, values):
   """Log scale when the positive ``values`` span at least a decade, linear otherwise: a log
-  axis inside one decade holds no major tick, so it would show no label at all."""
+  axis inside one decade holds no major tick, so it would show no label at all. A log axis
+  holding fewer than two powers of ten (2e4 to 6e5 tokens: 1e5 alone) is ticked and labelled
+  at 1, 2 and 5 times each: one label gives no scale to read."""
   pos = [v for v in values if v is not None and math.isfinite(v) and v > 0]
   if pos and max(pos) >= 10 * min(pos):
     getattr(ax, f"set_{which}scale")("log")
-    getattr(ax, f"{which}axis").set_minor_formatter(NullFormatter())   # minor labels overlap
+    axis = getattr(ax, f"{which}axis")
+    axis.set_minor_formatter(NullFormatter())   # minor labels overlap
+    if math.floor(math.log10(max(pos))) - math.ceil(math.log10(min(pos))) < 1:
+      axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+      axis.set_major_formatter(LogFormatterSciNotation(   # every major tick, not bases only
+          labelOnlyBase=False, minor_thresholds=(math.inf, math.inf)))
   else:
     getattr(ax, f"set_{which}scale")("linear")
 
