@@ -71,7 +71,7 @@ def test_a_directory_without_text_fails_in_one_line_and_writes_nothing(tmp_path)
   (empty / "code.py").write_text("x = 1\n")
   (empty / "blank.txt").write_text("  \n\n")
   out = tmp_path / "out"
-  with pytest.raises(C.CorpusError, match=r"^source .*: no non-empty \.txt/\.md text files \(0 \.txt/\.md files are not UTF-8 text, 1 files have other suffixes\)$"):
+  with pytest.raises(C.CorpusError, match=r"^source .*: no non-empty \.txt/\.md text files \(0 \.txt/\.md files are not UTF-8 text, 1 are empty, 1 files have other suffixes\)$"):
     C.build([str(empty)], out)
   assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
   with pytest.raises(C.CorpusError, match="^source .*: not a directory"):
@@ -91,6 +91,33 @@ def test_an_existing_corpus_is_never_overwritten(built, capsys):
   err = capsys.readouterr().err.strip()
   assert "\n" not in err and "exists and is not empty" in err
   assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+
+
+def test_build_reports_the_empty_and_non_text_files_it_skipped(tmp_path, capsys):
+  src = tmp_path / "src"
+  write_texts(src, n=12)
+  (src / "blank.txt").write_text(" \n\n\t\n")
+  (src / "sub" / "empty.md").write_text("")
+  (src / "image.txt").write_bytes(b"\x89PNG\x00\x01")
+  data_main(["build", "--source", str(src), "--out", str(tmp_path / "out"),
+             "--validation-fraction", "0.3"])
+  line = capsys.readouterr().out.strip()
+  assert line.endswith("; skipped 1 .txt/.md files that are not UTF-8 text; skipped 2 empty "
+                       ".txt/.md files"), line
+  manifest = json.loads((tmp_path / "out" / C.MANIFEST).read_text())
+  assert (manifest["skipped_non_text_files"], manifest["skipped_empty_files"]) == (1, 2)
+  assert sum(manifest["documents"].values()) == 12
+
+
+def test_documents_that_do_not_fill_both_splits_are_one_line_naming_the_flag(tmp_path, capsys):
+  src = tmp_path / "src"
+  write_texts(src, n=1)
+  with pytest.raises(SystemExit) as e:
+    data_main(["build", "--source", str(src), "--out", str(tmp_path / "out")])
+  err = capsys.readouterr().err.strip()
+  assert e.value.code == 2 and "\n" not in err, err
+  assert "1 document(s) do not fill both splits at --validation-fraction 0.05" in err
+  assert err.endswith("add text or change --validation-fraction") and not (tmp_path / "out").exists()
 
 
 def test_a_catalog_dataset_that_cannot_be_built_fails_in_one_line(tmp_path):

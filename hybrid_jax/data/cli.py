@@ -96,7 +96,9 @@ def cmd_build(args):
       f"{k} {docs[k]} documents" + (f" ({chars[k] / 1e6:.2f}M characters)" if k in chars else "")
       for k in docs) + f"; license: {m['license']}"
         + (f"; skipped {m['skipped_non_text_files']} .txt/.md files that are not UTF-8 text"
-           if m.get("skipped_non_text_files") else ""))
+           if m.get("skipped_non_text_files") else "")
+        + (f"; skipped {m['skipped_empty_files']} empty .txt/.md files"
+           if m.get("skipped_empty_files") else ""))
 
 
 def cmd_tokenizer(args):

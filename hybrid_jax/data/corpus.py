@@ -69,17 +69,21 @@ def read_text_file(path: Path) -> str | None:
     return None
 
 
-def scan_directory(root: Path) -> tuple[list[Path], list[Path], int]:
-  """(text files, .txt/.md files that are not text, files with other suffixes)."""
+def scan_directory(root: Path) -> tuple[list[Path], list[Path], list[Path], int]:
+  """(text files, .txt/.md files that are not text, .txt/.md files without text (empty or
+  blank), files with other suffixes)."""
   files = sorted(p for p in root.rglob("*") if p.is_file())
   named = [p for p in files if p.suffix.lower() in TEXT_SUFFIXES]
-  binary = [p for p in named if read_text_file(p) is None]
-  return [p for p in named if p not in binary], binary, len(files) - len(named)
+  text, binary, empty = [], [], []
+  for p in named:
+    raw = read_text_file(p)
+    (binary if raw is None else empty if not T.clean_document(raw) else text).append(p)
+  return text, binary, empty, len(files) - len(named)
 
 
 def directory_documents(root: Path):
-  """(id, text) of every .txt/.md file under ``root`` holding text; binary ones are skipped
-  (``build`` reports how many)."""
+  """(id, text) of every .txt/.md file under ``root`` holding text; binary and empty ones are
+  skipped (``build`` reports how many)."""
   for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES):
     raw = read_text_file(path)
     text = T.clean_document(raw) if raw is not None else ""
@@ -99,10 +103,10 @@ def check_source(source: str):
     if not root.is_dir():
       raise CorpusError(f"source {source}: not a directory, {PYTHON_DOCS!r} or tfds:NAME")
     if next(directory_documents(root), None) is None:
-      _, binary, other = scan_directory(root)
+      _, binary, empty, other = scan_directory(root)
       raise CorpusError(f"source {source}: no non-empty {'/'.join(TEXT_SUFFIXES)} text files "
                         f"({len(binary)} {'/'.join(TEXT_SUFFIXES)} files are not UTF-8 text, "
-                        f"{other} files have other suffixes)")
+                        f"{len(empty)} are empty, {other} files have other suffixes)")
 
 
 def documents(source: str):
@@ -171,7 +175,7 @@ def build(sources: list[str], out, *, validation_fraction: float = 0.05,
   if not sources:
     raise CorpusError("source: give at least one")
   if not 0.0 < validation_fraction < 1.0:
-    raise CorpusError(f"validation_fraction: must be in (0, 1) (got {validation_fraction})")
+    raise CorpusError(f"--validation-fraction: must be in (0, 1) (got {validation_fraction})")
   for s in sources:
     check_source(s)
   _check_out(out)
@@ -187,8 +191,10 @@ def build(sources: list[str], out, *, validation_fraction: float = 0.05,
     docs[split_of(doc_id, validation_fraction)].append((doc_id, text))
     n += 1
   if not docs["train"] or not docs["validation"]:
-    raise CorpusError(f"source: {n} document(s) do not fill both splits (validation_fraction="
-                      f"{validation_fraction}); add text or change the fraction")
+    raise CorpusError(f"source: {n} document(s) do not fill both splits at --validation-fraction "
+                      f"{validation_fraction} (the share held out for validation); add text"
+                      f"{', raise --max-documents' if max_documents else ''} or change "
+                      "--validation-fraction")
   tmp = out.parent / f".{out.name}.building{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)
   try:
@@ -200,9 +206,7 @@ def build(sources: list[str], out, *, validation_fraction: float = 0.05,
                     text_feature="text", validation_fraction=validation_fraction,
                     documents={k: len(v) for k, v in docs.items()},
                     characters={k: sum(len(t) for _, t in v) for k, v in docs.items()},
-                    license=_license(sources),
-                    skipped_non_text_files=sum(len(scan_directory(Path(s))[1]) for s in sources
-                                               if s != PYTHON_DOCS))
+                    license=_license(sources), **_skipped_files(sources))
     shutil.rmtree(tmp / "downloads", ignore_errors=True)   # tfds makes it; nothing is downloaded
     atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     # byte ids need no trained tokenizer: a built corpus trains at once
@@ -213,6 +217,14 @@ def build(sources: list[str], out, *, validation_fraction: float = 0.05,
   finally:
     shutil.rmtree(tmp, ignore_errors=True)
   return manifest
+
+
+def _skipped_files(sources) -> dict:
+  """The .txt/.md files of the directory sources that hold no document: not UTF-8 text, or
+  empty (counted over whole sources, like the manifest's sources)."""
+  scans = [scan_directory(Path(s)) for s in sources if s != PYTHON_DOCS]
+  return dict(skipped_non_text_files=sum(len(s[1]) for s in scans),
+              skipped_empty_files=sum(len(s[2]) for s in scans))
 
 
 def _license(sources):
