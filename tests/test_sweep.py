@@ -211,6 +211,27 @@ def test_status_of_a_running_run_shows_its_latest_logged_step(tmp_path):
   assert rows["b"]["step"] == 40          # a stopped run shows its checkpointed step
 
 
+def test_status_counts_the_unreadable_records_it_skipped_as_collect_does(tmp_path, capsys):
+  from hybrid_jax import cli as hybrid_jax_cli
+  from hybrid_jax.run import RunDir, collect_rows
+  run = RunDir(tmp_path / "run")
+  run.path.mkdir()
+  run.config_path.write_text(json.dumps(dict(
+      derived=dict(non_embedding_params=100), train=dict(seed=0),
+      model=dict(size="toy-xs", pattern="SF", window=8, pos_full="rope"))))
+  run.write_status("done", 2, 2)
+  run.append_metrics(dict(step=2, tokens=20, loss=2.0))
+  run.append_eval(dict(step=2, tokens=20, settings_id="s", retrieval_acc=0.5))
+  with open(run.eval_path, "ab") as f:
+    f.write(b"\x00\xff binary\n" + json.dumps(dict(step="three", tokens=30)).encode() + b"\n")
+  run.append_eval(dict(step=4, tokens=40, settings_id="s", retrieval_acc=0.75))
+  assert hybrid_jax_cli.main(["sweep", "status", str(tmp_path)]) == 0
+  out = capsys.readouterr().out.strip().splitlines()
+  assert out[-1] == "1 done; 2 unreadable records skipped (metrics.jsonl, eval.jsonl)", out
+  assert collect_rows(tmp_path, with_skipped=True)[1] == 2
+  assert report.status_rows(tmp_path)[0]["long_score"] == 0.75
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs CPU affinity and two cores")
 def test_parallel_local_workers_each_get_a_core_of_their_own():

@@ -59,7 +59,8 @@ def status_rows(root) -> list[dict]:
                      step=step, total_steps=status.get("total_steps"),
                      tokens=metrics[-1]["tokens"] if metrics else 0,
                      loss=metrics[-1]["loss"] if metrics else None,
-                     long_metric=key, long_score=score, error=error))
+                     long_metric=key, long_score=score, error=error,
+                     skipped=run.skipped))     # unreadable metrics/eval lines, as collect counts
   return rows
 
 
@@ -84,5 +85,8 @@ def status_table(root) -> str:
   counts = {}
   for r in rows:
     counts[r["state"]] = counts.get(r["state"], 0) + 1
-  lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+  skipped = sum(r["skipped"] for r in rows)
+  lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+               + (f"; {skipped} unreadable records skipped (metrics.jsonl, eval.jsonl)"
+                  if skipped else ""))
   return "\n".join(lines)
