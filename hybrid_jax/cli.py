@@ -12,6 +12,7 @@ import sys
 
 from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.errors import UserError, one_line
+from hybrid_jax.platforms import keep_jax_on_cpu
 from hybrid_jax.xla_cache import use_persistent_compilation_cache
 
 USER_ERROR_EXIT_CODE = 2
@@ -62,6 +63,8 @@ def main(argv=None) -> int:
     parser.print_help()
     return 0 if argv else USER_ERROR_EXIT_CODE
   command = argv[0]
+  if command in COMMANDS and not {"-h", "--help"} & set(argv):
+    keep_jax_on_cpu(command)               # before any command imports JAX
   try:
     parser.parse_args(argv[:1])
     entry, rest = _entry(command, argv[1:])

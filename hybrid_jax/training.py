@@ -48,6 +48,9 @@ def train(cfg, workdir, **kwargs) -> dict:
   from hybrid_jax.resolve import ensure_resolved   # lazy: JAX, see above
   from hybrid_jax.train import loop, precompile
   cfg = ensure_resolved(cfg)
+  say = (lambda m: print(f"hybrid-jax: {m}", file=sys.stderr, flush=True)) \
+      if kwargs.get("progress") is not False else (lambda m: None)
+  say(precompile.first_step_note(cfg))        # the first step can take a while: say why
   if precompile.wanted():       # XLA:CPU runs a step it loaded faster than one it compiled
     precompile.in_child(cfg)
   return loop.train(cfg, workdir, hooks=standard_hooks(cfg), **kwargs)

@@ -99,6 +99,20 @@ def _all_in_cache(keys: dict) -> bool:
                                             for key in keys.values())
 
 
+def first_step_note(cfg) -> str:
+  """What happens before the first step, in one line: compiling (in a child, or here) or
+  loading from the persistent cache, and the cache's path."""
+  cache = jax.config.jax_compilation_cache_dir if jax.config.jax_enable_compilation_cache else None
+  where = f"the compile cache {cache}" if cache else "no compile cache"
+  if not cache:
+    return f"compiling the train step on {jax.default_backend()} ({where})"
+  if wanted() and cached(cfg):
+    return f"loading the train step from {where}"
+  if wanted():
+    return f"compiling the train step into {where} (this shape's first run; later runs load it)"
+  return f"compiling the train step on {jax.default_backend()}, or loading it from {where}"
+
+
 def in_child(cfg, timeout_s: float = 900.0) -> None:
   """Compile ``cfg``'s (resolved) init and train step in a child process, which writes them
   to the persistent cache, unless a receipt says it is done (``cached``). Its failure or
