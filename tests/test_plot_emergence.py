@@ -152,3 +152,13 @@ def test_training_curves_label_two_or_more_token_ticks_within_one_power_of_ten(t
     lo, hi = ax.get_xlim()
     labels = [t.get_text() for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi]
     assert ax.get_xscale() == "log" and sum(bool(text) for text in labels) >= 2, labels
+
+
+def test_plot_warns_once_about_each_bad_eval_line(sweep, tmp_path, capsys):
+  with open(sweep / "full" / "eval.jsonl", "a") as f:
+    f.write("#### garbage ####\n")
+  code, out = _cli(["plot", "emergence", str(sweep), "--out", str(tmp_path / "fig")], capsys)
+  err = [l for l in out.err.splitlines() if "record skipped" in l]
+  assert code == 0
+  assert err == [f"hybrid-jax: warning: {sweep / 'full' / 'eval.jsonl'}:6: record skipped "
+                 "(not a JSON line)"]

@@ -98,3 +98,22 @@ def test_a_key_the_schema_gained_after_a_run_started_counts_as_its_default():
   assert config_diff(old, new) == ["train.microbatches: 1 -> 2"]
   old["model"]["window"] = new["model"]["window"] + 1
   assert len(config_diff(old, new)) == 2
+
+
+def test_a_bad_line_is_warned_about_once_however_often_a_process_reads_it(tmp_path, capsys):
+  run = RunDir(tmp_path)
+  for step in (1, 2):
+    run.append_metrics(dict(step=step, tokens=step * 10, loss=1.0))
+  with open(run.metrics_path, "a") as f:
+    f.write("{not json\n")
+  run.append_metrics(dict(step=3, tokens=30, loss=1.0))
+  readers = [run, run, RunDir(tmp_path)]             # resume, then the curves; another reader
+  assert all([r["step"] for r in reader.read_metrics()] == [1, 2, 3] for reader in readers)
+  assert run.skipped == 2 and readers[-1].skipped == 1   # each read still counts what it skipped
+  err = capsys.readouterr().err.splitlines()
+  assert err == [f"hybrid-jax: warning: {run.metrics_path}:3: record skipped (not a JSON line)"]
+  with open(run.metrics_path, "a") as f:              # another bad line: warned about in turn
+    f.write("[1, 2]\n")
+  run.read_metrics()
+  assert capsys.readouterr().err.splitlines() == [
+      f"hybrid-jax: warning: {run.metrics_path}:5: record skipped (a JSON list, not an object)"]

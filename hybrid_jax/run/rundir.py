@@ -2,9 +2,9 @@
 tensorboard/, eval.jsonl. Every file is replaced atomically (write a temp file, then rename),
 so a crash at any moment leaves either the old or the new version, never half of one; the
 .jsonl logs are appended line by line. Their readers never stop at a bad line: a malformed
-or mistyped record in the middle is skipped with a one-line warning naming file:line, a
-torn last line (a crash mid-write) is skipped quietly, and a rewrite keeps every line it
-could not parse."""
+or mistyped record in the middle is skipped with a one-line warning naming file:line (once
+per process, however often it is read), a torn last line (a crash mid-write) is skipped
+quietly, and a rewrite keeps every line it could not parse."""
 
 import json
 import numbers
@@ -42,6 +42,19 @@ def record_problem(record, types: dict) -> str | None:
     if key not in types and isinstance(value, str) and key != "settings_id":
       return f"{key} is the string {value[:20]!r}, not a number"
   return None
+
+
+# (file, line number, line) of every bad line warned about: a process reads a file more than
+# once (resume and the curves at the end, plot's run filter and its figure) and says it once.
+_WARNED: set[tuple[str, int, bytes]] = set()
+
+
+def _first_warning(path: Path, number: int, raw: bytes) -> bool:
+  key = (str(Path(path).resolve()), number, raw)
+  if key in _WARNED:
+    return False
+  _WARNED.add(key)
+  return True
 
 
 class RunDir:
@@ -154,7 +167,7 @@ class RunDir:
       if reason is not None:
         record = None
         self.skipped += 1
-        if warn and raw.strip():
+        if warn and raw.strip() and _first_warning(path, number, raw):
           print(f"hybrid-jax: warning: {path}:{number}: record skipped ({reason})",
                 file=sys.stderr, flush=True)
       if raw.strip() or record is not None:
