@@ -4,15 +4,25 @@ fails in one clear line or is recovered from, and never loses a record or a chec
 import errno
 import json
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import tiny_config
 
 from hybrid_jax import cli
+from hybrid_jax.run import RunDir, checkpoint_steps
 from hybrid_jax.train.checkpoint import Checkpointer
-from hybrid_jax.train.failures import DiskError, NonFiniteLoss
+from hybrid_jax.train.failures import DiskError, NonFiniteLoss, disk_error
 from hybrid_jax.training import train
-from hybrid_jax.run import RunDir
+
+# What orbax 0.12 raises when a checkpoint does not fit (TensorStore's error, not an OSError).
+ORBAX_ENOSPC = ('RESOURCE_EXHAUSTED: Error writing "packed.opt_state.float32/0" in OCDBT database at '
+                'local file "/r/checkpoints/3.orbax-checkpoint-tmp/default.orbax-checkpoint-tmp/'
+                'ocdbt.process_0/": Failed writing: "/r/checkpoints/3.orbax-checkpoint-tmp/d/3d0e": '
+                "Failed to write 1951 bytes to file 18: No space left on device [os_error_code='28']")
 
 
 def _backend_log(line: str) -> bool:
@@ -28,6 +38,46 @@ def _corrupt(step_dir):
 
 def _metrics(run):
   return [(r["step"], r["loss"], r["grad_norm"]) for r in RunDir(run).read_metrics()]
+
+
+def _mount(*args):
+  """``mount ARGS``; the test skips, saying why, where this machine does not allow it."""
+  if os.geteuid() != 0 or shutil.which("mount") is None:
+    pytest.skip("mounting a filesystem needs root and mount(8); the fake-error tests cover this")
+  out = subprocess.run(["mount", *args], capture_output=True, text=True)
+  if out.returncode:
+    pytest.skip(f"mount {' '.join(args)} is not allowed here: {out.stderr.strip()}")
+
+
+@pytest.fixture
+def mounts():
+  """Mount points to unmount at teardown, newest first."""
+  points = []
+  yield points
+  for point in reversed(points):
+    subprocess.run(["umount", str(point)], capture_output=True)
+
+
+def _read_only_view(src, dst, mounts):
+  """``dst``: ``src`` through a read-only bind mount (root ignores chmod bits: only a
+  read-only mount makes a directory unwritable for root)."""
+  dst.mkdir()
+  _mount("--bind", str(src), str(dst))
+  mounts.append(dst)
+  _mount("-o", "remount,bind,ro", str(dst))
+
+
+def _cli(args, tmp_path, steps=8):
+  """``python -m hybrid_jax.cli train`` on tiny_config(steps) in a process of its own (what a
+  user sees includes what Python prints at exit): (exit code, stderr lines that are ours or
+  a traceback's, the backend's start-up logs left out)."""
+  config = tmp_path / "tiny_config.py"
+  config.write_text(f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                    f"from conftest import tiny_config\n"
+                    f"def get_config():\n  return tiny_config(steps={steps})\n")
+  out = subprocess.run([sys.executable, "-m", "hybrid_jax.cli", "train", "--config", str(config),
+                        "--quiet", *args], capture_output=True, text=True)
+  return out.returncode, [l for l in out.stderr.splitlines() if l.strip() and not _backend_log(l)]
 
 
 @pytest.fixture(scope="module")
@@ -119,25 +169,158 @@ def test_a_nan_run_fails_in_one_line_naming_the_last_finite_loss_and_the_lr(tmp_
   assert status["state"] == "failed" and status["error"].startswith("loss is nan")
 
 
-def test_a_full_disk_fails_in_one_line_and_keeps_the_earlier_checkpoints(tmp_path, monkeypatch):
+@pytest.mark.parametrize("error", [
+    OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), ValueError(ORBAX_ENOSPC)],
+    ids=["oserror", "orbax-valueerror"])
+def test_a_full_disk_fails_in_one_line_and_keeps_the_earlier_checkpoints(tmp_path, monkeypatch, error):
+  """The fake form of the tmpfs test below, for machines that cannot mount one."""
   c = tiny_config(steps=8)
   save, saved = Checkpointer.save, []
 
   def full_disk_from_step_4(self, step, state, force=False):
     if step >= 4:
-      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+      raise error
     if save(self, step, state, force):
       saved.append(str(step))
 
   monkeypatch.setattr(Checkpointer, "save", full_disk_from_step_4)
   with pytest.raises(DiskError) as e:
     train(c, tmp_path / "run", progress=False)
-  assert "\n" not in str(e.value) and "No space left on device" in str(e.value)
+  assert "\n" not in str(e.value) and "No space left on device (errno ENOSPC)" in str(e.value)
   assert e.value.__traceback__ is not None and e.value.__cause__ is None
   assert saved and sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == saved
   assert RunDir(tmp_path / "run").read_status()["state"] == "failed"
   monkeypatch.setattr(Checkpointer, "save", save)        # space freed: the rerun resumes
   assert train(c, tmp_path / "run", progress=False)["state"] == "done"
+
+
+@pytest.mark.parametrize("error, code", [
+    (ValueError(ORBAX_ENOSPC), errno.ENOSPC),
+    (RuntimeError("save failed"), None),
+    (ValueError("PERMISSION_DENIED: Error writing x: Read-only file system [os_error_code=30]"),
+     errno.EROFS),
+    # a device out of memory is RESOURCE_EXHAUSTED too, but names no errno: not a disk
+    (ValueError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 1024 bytes."), None)],
+    ids=["orbax-enospc", "other", "orbax-erofs", "device-oom"])
+def test_disk_errors_are_recognised_in_the_forms_orbax_raises_them(error, code):
+  wrapped = RuntimeError("Save Finalize thread failed")
+  wrapped.__cause__ = error
+  got = disk_error(wrapped, "RUN")
+  assert (got is None) if code is None else \
+      f"(errno {errno.errorcode[code]})" in str(got) and str(got).startswith("cannot write to RUN: ")
+
+
+def test_a_checkpoint_that_does_not_fit_a_real_disk_fails_in_one_line_and_resumes_once_freed(
+    tmp_path, reference, mounts):
+  """A tmpfs that holds two checkpoints of the run, not three: orbax fails inside TensorStore
+  (a ValueError) and leaves N.orbax-checkpoint-tmp behind; the run is one line, exit 2,
+  marked failed, its checkpoints 1 and 2 intact; the tmp directory is never a checkpoint, and
+  with space freed the rerun removes it and resumes from 2, bit-exactly."""
+  per_checkpoint = sum(-(-f.stat().st_size // 4096) * 4096
+                       for f in (reference / "checkpoints" / "1").rglob("*") if f.is_file())
+  disk = tmp_path / "disk"
+  disk.mkdir()
+  _mount("-t", "tmpfs", "-o", f"size={int(2.5 * per_checkpoint) // 1024}k", "tmpfs", str(disk))
+  mounts.append(disk)
+  run = disk / "run"
+  run.mkdir()
+  # TensorBoard's event file lives off the small disk: its writer thread failing on a full
+  # disk is the trainer's loop's concern, not the checkpoint's.
+  (tmp_path / "tensorboard").mkdir()
+  (run / "tensorboard").symlink_to(tmp_path / "tensorboard")
+
+  code, err = _cli(["--workdir", str(run)], tmp_path)
+  assert code == 2 and len(err) == 1, err
+  assert err[0].startswith(f"hybrid-jax: error: cannot write to {run}: No space left on device "
+                           "(errno ENOSPC); earlier checkpoints are intact"), err
+  status = RunDir(run).read_status()
+  assert status["state"] == "failed" and "No space left on device" in status["error"]
+  assert [p.name for p in (run / "checkpoints").iterdir() if "orbax-checkpoint-tmp" in p.name]
+  assert checkpoint_steps(run) == [1, 2]                  # the partial save is no checkpoint
+  assert _metrics(run) == _metrics(reference)[:len(_metrics(run))]
+
+  _mount("-o", f"remount,size={8 * per_checkpoint // 1024}k", str(disk))     # space freed
+  code, err = _cli(["--workdir", str(run)], tmp_path)
+  assert code == 0 and f"hybrid-jax: resuming {run} from step 2/8" in err, err
+  assert not [p for p in (run / "checkpoints").iterdir() if "orbax-checkpoint-tmp" in p.name]
+  assert checkpoint_steps(run) == checkpoint_steps(reference)
+  assert _metrics(run) == _metrics(reference)
+
+
+def test_leftovers_of_unfinished_saves_are_removed_and_only_they(tmp_path):
+  from hybrid_jax.train.resume import remove_partial_saves
+  ckpt = tmp_path / "checkpoints"
+  for name in ("2", "3.orbax-checkpoint-tmp", "4.orbax-checkpoint-tmp-1700000000", "corrupt/5"):
+    (ckpt / name / "default").mkdir(parents=True)
+  assert remove_partial_saves(ckpt) == ["3.orbax-checkpoint-tmp", "4.orbax-checkpoint-tmp-1700000000"]
+  assert sorted(p.name for p in ckpt.iterdir()) == ["2", "corrupt"] and (ckpt / "corrupt" / "5").is_dir()
+
+
+def test_a_read_only_run_is_one_line_for_eval_collect_and_train_and_status_still_reads_it(
+    tmp_path, reference, mounts, capsys):
+  view = tmp_path / "ro"
+  _read_only_view(reference, view, mounts)
+  before = sorted(str(p.relative_to(reference)) for p in reference.rglob("*"))
+  cases = {("eval", "--workdir", str(view), "--config.eval.examples=1"): "cannot evaluate",
+           ("sweep", "collect", str(view)): f"cannot write {view}/collected.csv",
+           ("train", "--workdir", str(view), "--quiet"): f"cannot write to {view}"}
+  for argv, what in cases.items():
+    assert cli.main(list(argv)) == 2, argv
+    err = [l for l in capsys.readouterr().err.splitlines() if not _backend_log(l)]
+    assert len(err) == 1 and err[0].startswith(f"hybrid-jax: error: {what}"), (argv, err)
+    assert "read-only file system" in err[0].lower(), err
+  assert cli.main(["sweep", "collect", str(view), "--out", str(tmp_path / "rows.csv")]) == 0
+  assert (tmp_path / "rows.csv").read_text().startswith("run,")
+  assert cli.main(["sweep", "status", str(view)]) == 0       # the locks are only read
+  assert "done" in capsys.readouterr().out
+  assert sorted(str(p.relative_to(reference)) for p in reference.rglob("*")) == before
+
+
+def test_collect_into_a_read_only_root_suggests_out(tmp_path, reference, mounts):
+  from hybrid_jax.errors import UserError
+  from hybrid_jax.run.collect import collect_rows, write_rows
+  from hybrid_jax.run.files import UnwritableError
+  view = tmp_path / "ro"
+  _read_only_view(reference, view, mounts)
+  rows = collect_rows(view)
+  with pytest.raises(UserError, match=f"cannot write {view}/collected.csv: {view} is on a "
+                                      "read-only file system; pass --out FILE"):
+    write_rows(rows, view / "collected.csv", default_out=True)
+  with pytest.raises(UnwritableError, match=r"\(errno EROFS\)"):    # a path the user chose
+    write_rows(rows, view / "mine.csv", default_out=False)
+
+
+def test_a_missing_blob_in_the_latest_checkpoint_is_one_warning_and_training_resumes(tmp_path, reference):
+  """Orbax closes its event loop when the read fails while TensorStore reads are still in
+  flight; each then printed 'RuntimeError: Event loop is closed' with a traceback."""
+  run = tmp_path / "run"
+  shutil.copytree(reference, run)
+  blobs = [f for f in (run / "checkpoints" / "8").rglob("*") if f.is_file() and f.parent.name == "d"]
+  max(blobs, key=lambda f: f.stat().st_size).unlink()       # the data, not the metadata
+  code, err = _cli(["--workdir", str(run)], tmp_path)
+  assert code == 0 and not [l for l in err if not l.startswith("hybrid-jax: ")], err
+  warnings = [l for l in err if "warning" in l]
+  assert len(warnings) == 1 and "checkpoint 8 cannot be restored" in warnings[0], err
+  assert f"hybrid-jax: resuming {run} from step 6/8" in err
+  assert (run / "checkpoints" / "corrupt" / "8").is_dir() and checkpoint_steps(run)[-1] == 8
+  assert _metrics(run) == _metrics(reference)
+
+
+def test_a_run_left_running_is_marked_failed_only_by_the_process_holding_its_lock(tmp_path):
+  run = RunDir(tmp_path / "run")
+  run.mark_started(pid=12345)                               # the launcher's note, then a failure
+  assert not run.fail_if_running("config.train.lr: must be > 0")     # no lock: a live trainer may
+  assert run.read_status()["state"] == "running"
+  run.lock()
+  try:
+    assert run.fail_if_running("config.train.lr: must be > 0\n(details)")
+    status = run.read_status()
+    assert (status["state"], status["error"], "pid" in status) == (
+        "failed", "config.train.lr: must be > 0 (details)", False)
+    assert not run.fail_if_running("again")                  # failed, done, preempted: kept
+    assert run.read_status()["error"] == "config.train.lr: must be > 0 (details)"
+  finally:
+    run.unlock()
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1.0", "0.0"])

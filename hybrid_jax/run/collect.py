@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from hybrid_jax.errors import UserError
+from hybrid_jax.run.files import UnwritableError, atomic_write_text
 from hybrid_jax.run.rundir import RunDir
 
 LAUNCH_FILE = "launch.json"
@@ -73,3 +75,17 @@ def rows_csv(rows, delimiter: str = ",") -> str:
   for r in rows:
     writer.writerow(r)
   return out.getvalue()
+
+
+def write_rows(rows, out, *, default_out: bool):
+  """Write ``rows`` to ``out`` (TSV for a .tsv name, else CSV). A sweep root is often
+  read-only (an archive, another user's results): with the default path inside it
+  (``default_out``) the one-line error says to pass ``--out FILE``."""
+  out = Path(out)
+  try:
+    atomic_write_text(out, rows_csv(rows, delimiter="\t" if out.suffix == ".tsv" else ","))
+  except UnwritableError as e:
+    if not default_out:
+      raise
+    raise UserError(f"cannot write {out}: {e.reason}; pass --out FILE to write the table "
+                    "elsewhere") from None

@@ -7,9 +7,14 @@ restore only the parameters: the optimizer moments, twice their size, are never 
 Either checkpoint form is read: one array per leaf, or packed (``packed_state``), whose
 params part is read alone just the same.
 (Apart from ``checkpoints.py`` so that listing steps does not import orbax and JAX.)
+
+Orbax's own noise around a failed restore or save is silenced here (``quiet_orbax_noise``):
+the caller says what failed in one line.
 """
 
 import logging
+import os
+import sys
 from pathlib import Path
 
 import jax
@@ -19,10 +24,61 @@ import orbax.checkpoint as ocp
 from hybrid_jax.run import packed_state
 from hybrid_jax.run.checkpoints import CHECKPOINT_DIR
 from hybrid_jax.run.errors import RunDirError
+from hybrid_jax.run.files import disk_errno
+
+_ORBAX_SOURCE = f"{os.sep}orbax{os.sep}"
+
+
+def _closed_loop_callback(unraisable) -> bool:
+  """Whether an unraisable error is a TensorStore future finishing after orbax closed the
+  event loop that awaited it: orbax runs each read or write batch on a fresh loop and closes
+  it as soon as one operation fails, while the batch's other operations are in flight; each
+  of those later calls ``loop.call_soon_threadsafe`` on the closed loop. Nothing is lost
+  (the failure itself is raised to the caller), but Python prints each as a traceback."""
+  e, tb = unraisable.exc_value, unraisable.exc_traceback
+  if not (isinstance(e, RuntimeError) and str(e) == "Event loop is closed"):
+    return False
+  while tb is not None:
+    if tb.tb_frame.f_code.co_name == "call_soon_threadsafe":
+      return True
+    tb = tb.tb_next
+  return False
+
+
+class _OrbaxDiskErrorLogs(logging.Filter):
+  """Drops orbax's log records of a full or read-only disk: every thread of a failed save
+  logs the error with its traceback (~200 lines) before the save raises it, and the
+  trainer says it in one line (``train.failures.disk_error``)."""
+
+  def filter(self, record):
+    if _ORBAX_SOURCE not in record.pathname or not record.exc_info:
+      return True
+    return disk_errno(record.exc_info[1]) is None
+
+
+_FILTER = _OrbaxDiskErrorLogs()
+
+
+def quiet_orbax_noise():
+  """Silence, for this process, the two kinds of noise orbax makes around a failed restore or
+  save (see ``_closed_loop_callback`` and ``_OrbaxDiskErrorLogs``); every other unraisable
+  error and log record passes. Idempotent. The callbacks come when the in-flight operations
+  finish, after the failed call returned, so this cannot be scoped to the call."""
+  hook = sys.unraisablehook
+  if not getattr(hook, "_hybrid_jax_quiet", False):
+    def quiet_hook(unraisable, _next=hook):
+      if not _closed_loop_callback(unraisable):
+        _next(unraisable)
+    quiet_hook._hybrid_jax_quiet = True
+    sys.unraisablehook = quiet_hook
+  absl_logger = logging.getLogger("absl")
+  if _FILTER not in absl_logger.filters:
+    absl_logger.addFilter(_FILTER)
 
 
 def open_read_only(workdir) -> ocp.CheckpointManager:
   """A read-only orbax manager on the run's checkpoints (it never creates nor deletes)."""
+  quiet_orbax_noise()                       # a corrupt checkpoint is RunDirError's one line
   absl_logger = logging.getLogger("absl")   # read-only opening warns; that is what we want
   level = absl_logger.level
   absl_logger.setLevel(logging.ERROR)

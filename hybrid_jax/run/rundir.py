@@ -15,7 +15,8 @@ from pathlib import Path
 
 from hybrid_jax.run.config import CONFIG_FILE, config_diff
 from hybrid_jax.run.errors import RunDirBusy, RunDirError
-from hybrid_jax.run.files import FileLock, append_line, atomic_write_bytes, atomic_write_text
+from hybrid_jax.run.files import (FileLock, UnwritableError, append_line, atomic_write_bytes,
+                                  atomic_write_text)
 
 STATES = ("running", "done", "failed", "preempted")
 
@@ -98,6 +99,23 @@ class RunDir:
 
   def unlock(self):
     self._lock.release()
+
+  def fail_if_running(self, error: str) -> bool:
+    """Mark the run failed with ``error`` when status.json says it is running and this
+    process holds its lock (so no trainer of it lives): a failure the user caused before
+    or during training must not leave a run that looks alive, nor one ``sweep status`` calls
+    stale. A disk that cannot take even that keeps the old status. Whether it marked."""
+    status = self.read_status() or {}
+    if not self.writer or not self._lock.holding() or status.get("state") != "running":
+      return False
+    status.pop("pid", None)                 # the launcher's note of a process now gone
+    status.update(state="failed", error=" ".join(error.split()), host=socket.gethostname(),
+                  updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    try:
+      atomic_write_text(self.status_path, json.dumps(status) + "\n")
+    except OSError:
+      return False
+    return True
 
   def check_or_write_config(self, config: dict):
     """First run: write config.json. Later runs: refuse a config that differs."""
@@ -194,8 +212,16 @@ class RunDir:
     append_line(self.eval_path, json.dumps(record), fsync=True)
 
   def lock_eval(self):
-    """One evaluator per run at a time (the trainer's own lock is separate)."""
-    if not self._eval_lock.acquire():
+    """One evaluator per run at a time (the trainer's own lock is separate). A run that
+    cannot be written (read-only) is refused here, before any compute: its records would
+    have nowhere to go."""
+    try:
+      taken = self._eval_lock.acquire()
+    except UnwritableError as e:
+      raise RunDirError(f"cannot evaluate {self.path}: evaluation appends to {self.eval_path}, "
+                        f"but {e.reason}; copy the run somewhere "
+                        "writable and evaluate the copy") from None
+    if not taken:
       raise RunDirError(f"run directory {self.path} is being evaluated by another process") from None
 
   def unlock_eval(self):

@@ -2,12 +2,10 @@
 is no longer finite (too high a learning rate, usually), and a disk that is full or
 read-only. Both are :class:`~hybrid_jax.errors.UserError`; earlier checkpoints stay intact."""
 
-import errno
 import math
 
 from hybrid_jax.errors import UserError
-
-DISK_ERRNOS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM)
+from hybrid_jax.run.files import describe_disk_errno, disk_errno
 
 
 class NonFiniteLoss(UserError, FloatingPointError):
@@ -35,13 +33,11 @@ class LossWatch:
 
 
 def disk_error(e: BaseException, where) -> DiskError | None:
-  """A DiskError for ``e`` (or an error it wraps) when it is a full or read-only disk."""
-  seen = set()
-  while e is not None and id(e) not in seen:
-    seen.add(id(e))
-    if isinstance(e, OSError) and e.errno in DISK_ERRNOS:
-      return DiskError(f"cannot write to {where}: {e.strerror or errno.errorcode.get(e.errno)} "
-                       f"(errno {errno.errorcode.get(e.errno, e.errno)}); earlier checkpoints are "
-                       "intact: free space or fix permissions, then rerun to resume")
-    e = e.__cause__ or e.__context__
-  return None
+  """A DiskError for ``e`` (or an error it wraps) when it is a full or read-only disk, in
+  whichever form it came: an OSError, or orbax's ValueError carrying TensorStore's errno
+  (``run.files.disk_errno``)."""
+  code = disk_errno(e)
+  if code is None:
+    return None
+  return DiskError(f"cannot write to {where}: {describe_disk_errno(code)}; earlier checkpoints "
+                   "are intact: free space or fix permissions, then rerun to resume")

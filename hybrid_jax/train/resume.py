@@ -4,7 +4,9 @@ metrics log lost.
 A checkpoint that cannot be restored (truncated files, a disk error) does not end the run:
 it is moved aside into ``checkpoints/corrupt/`` (never deleted) with one line naming the
 step and why, and the next older one is tried. Training then continues from the step
-actually restored, bit-exactly, and the metrics of the re-trained steps are rewritten.
+actually restored, bit-exactly, and the metrics of the re-trained steps are rewritten. What
+a save that failed (a full disk) or was killed left behind, ``N.orbax-checkpoint-tmp*``, is
+never a checkpoint: it is removed first.
 
 Bit-exact needs the same compute setup: XLA splits work over the devices and, on CPU, over
 the cores the process may run on, so a run resumed where it sees another core count (a Slurm
@@ -15,11 +17,14 @@ setup is kept in status.json and a change is said in one line.
 import os
 import shutil
 import sys
+from pathlib import Path
 
 from hybrid_jax.errors import one_line
+from hybrid_jax.run.restore import quiet_orbax_noise
 from hybrid_jax.train.checkpoint import quiet_orbax_logs
 
 CORRUPT_DIR = "corrupt"
+TMP_SUFFIX = ".orbax-checkpoint-tmp"        # orbax's; older versions append a timestamp
 
 
 def _reason(e: BaseException) -> str:
@@ -39,9 +44,24 @@ def set_aside(checkpoint_dir, step: int):
   return target
 
 
+def remove_partial_saves(checkpoint_dir) -> list[str]:
+  """Remove the temporary directories of saves that never completed (names of those gone).
+  Only the trainer calls it, holding the run's lock: no save of another process is live."""
+  gone = []
+  for path in sorted(Path(checkpoint_dir).glob(f"*{TMP_SUFFIX}*")):
+    if path.is_dir():
+      shutil.rmtree(path, ignore_errors=True)
+      gone.append(path.name)
+  return gone
+
+
 def restore_newest_intact(ckpt, abstract_state, *, primary: bool, log=None):
-  """(state, step) of the newest checkpoint that restores; (None, 0) when none does."""
+  """(state, step) of the newest checkpoint that restores; (None, 0) when none does.
+  The trainer's first orbax call: orbax's noise is quiet from here on (``quiet_orbax_noise``)."""
   log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+  quiet_orbax_noise()
+  if primary and remove_partial_saves(ckpt.directory):
+    ckpt.reload()
   with quiet_orbax_logs():
     steps = sorted(ckpt.all_steps(), reverse=True)
   for step in steps:
