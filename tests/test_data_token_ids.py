@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -273,3 +274,47 @@ def test_training_with_workers_gives_the_in_process_losses_and_resumes_after_sig
   assert len(losses["w0"]) == 6
   assert losses["w0"] == losses["w2"] == losses["stopped"]
   assert all(0 <= r["input_wait"] <= 1 for r in RunDir(tmp_path / "w2").read_metrics())
+
+
+HOLD_WORKERS = """
+import multiprocessing, sys, time
+from hybrid_jax.data.pipeline import Batches
+from hybrid_jax.resolve import resolve
+from conftest import tiny_config
+
+if __name__ == "__main__":
+  c = tiny_config()
+  c.data.name, c.data.corpus, c.data.short_len, c.data.n_pairs = "mix", sys.argv[1], 16, 1
+  it = Batches(resolve(c), 0, 1000, range(4), workers=2, prefetch=1)
+  next(it)
+  print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+  time.sleep(600)
+"""
+
+
+def test_workers_exit_when_the_trainer_is_killed(corpus, tmp_path):
+  import subprocess
+  import sys
+  script = tmp_path / "hold.py"
+  script.write_text(HOLD_WORKERS)
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent),
+                                                     os.environ.get("PYTHONPATH", "")]))
+  proc = subprocess.Popen([sys.executable, str(script), str(corpus)], stdout=subprocess.PIPE,
+                          text=True, env=env)
+  pids = [int(p) for p in proc.stdout.readline().split()]
+  assert len(pids) >= 2
+  proc.kill()
+  proc.wait()
+  deadline = time.monotonic() + 20
+  while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    time.sleep(0.2)
+  assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  with open(f"/proc/{pid}/stat") as f:          # a zombie is gone, only not yet reaped
+    return f.read().split()[2] != "Z"

@@ -10,6 +10,7 @@ Each process of a multi-host run asks for its own rows only.
 
 import os
 import signal
+import threading
 import time
 
 from hybrid_jax.errors import UserError
@@ -49,10 +50,19 @@ class _StepBatch:
 
 
 def _quiet_worker(index: int, count: int):
-  """Workers leave SIGINT/SIGTERM to the trainer, which saves and stops them; a worker that
-  died of the signal first would turn a clean preemption into a data error."""
+  """Workers leave SIGINT/SIGTERM to the trainer, which saves and stops them (a worker that
+  died of the signal first would turn a clean preemption into a data error), and exit when
+  the trainer is gone, however it died (SIGKILL leaves no one to stop them)."""
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   signal.signal(signal.SIGTERM, signal.SIG_IGN)
+  parent = os.getppid()
+
+  def watch():
+    while os.getppid() == parent:
+      time.sleep(1.0)
+    os._exit(0)
+
+  threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 class Batches:
