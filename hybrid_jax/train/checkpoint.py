@@ -12,6 +12,7 @@ from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
 from orbax.checkpoint.checkpoint_managers import save_decision_policy as sdp
 
 from hybrid_jax.run import packed_state
+from hybrid_jax.run.restore import quiet_orbax_noise
 
 
 @contextlib.contextmanager
@@ -60,6 +61,7 @@ class Checkpointer:
         # The rolling checkpoint's predecessor is deleted in a thread, not inside ``save``;
         # a crash mid-delete leaves an older step the resume skips as corrupt if it is newest.
         enable_background_delete=self.async_save)
+    quiet_orbax_noise()             # orbax's closed-event-loop and disk-error echoes, process-wide
     with quiet_orbax_logs():        # a corrupt step's metadata: resume reports it in one line
       self.manager = ocp.CheckpointManager(directory, options=options,
                                            item_handlers=ocp.StandardCheckpointHandler())

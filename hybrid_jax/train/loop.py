@@ -17,8 +17,8 @@ from hybrid_jax.train.failures import disk_error
 from hybrid_jax.train.hooks import Hook, is_eval_step
 from hybrid_jax.train.loop_hooks import CheckpointHook, EvalHook, MetricsHook, StepView
 from hybrid_jax.train.progress import Progress
-from hybrid_jax.train.resume import (compute_setup, report_metrics_gap, report_setup_change,
-                                     restore_newest_intact)
+from hybrid_jax.train.resume import (compute_setup, remove_partial_saves, report_metrics_gap,
+                                     report_setup_change, restore_newest_intact)
 from hybrid_jax.train.state import init_state
 from hybrid_jax.train.step import step_for, stop_votes
 
@@ -87,6 +87,10 @@ def train(cfg, workdir, *, progress: bool | None = None, hooks: tuple[Hook, ...]
     try:
       run.check_or_write_config(config)
       return _train_locked(cfg, run, progress, tuple(hooks))
+    except Exception as e:                 # never leave a run that looks alive (see fail_if_running)
+      err = disk_error(e, run.path) or e
+      run.fail_if_running(f"{err}" if isinstance(err, UserError) else f"{type(err).__name__}: {err}")
+      raise
     finally:
       run.unlock()
   except Exception as e:                   # a full or read-only disk: one line, not a traceback
@@ -96,7 +100,11 @@ def train(cfg, workdir, *, progress: bool | None = None, hooks: tuple[Hook, ...]
 
 
 def _mark_failed(run, step, total, e):
-  """status.json says why the run stopped (unless the disk cannot take even that)."""
+  """status.json says why the run stopped (unless the disk cannot take even that). A save
+  that failed for a full disk leaves its partial directory: removed first, which frees the
+  space the status needs."""
+  if disk_error(e, run.path) is not None and run.writer:
+    remove_partial_saves(run.checkpoint_dir)
   e = disk_error(e, run.path) or e
   try:
     run.write_status("failed", step, total, (f"{e}" if isinstance(e, UserError) else
