@@ -133,7 +133,8 @@ def test_loss_axes_have_tick_labels_at_any_range(tmp_path):
     plt.close(fig)
 
 
-def test_training_curves_label_two_or_more_token_ticks_within_one_power_of_ten(tmp_path, monkeypatch):
+def test_training_curves_label_two_or_more_token_ticks_within_one_power_of_ten(tmp_path,
+                                                                             monkeypatch):
   import matplotlib.figure
 
   from hybrid_jax.plot.curves import write_training_curves

@@ -18,16 +18,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from hybrid_jax.cli_args import HelpFormatter
+
 PARTS = ("cadence", "blocking", "overhead")
 
 
 def _parser():
-  p = argparse.ArgumentParser(prog="hybrid-jax bench loop", description=__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(prog="hybrid-jax bench loop", description=__doc__.strip(),
+                              formatter_class=HelpFormatter)
   p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
   p.add_argument("--steps", type=int, default=120, help="training steps per toy run")
   p.add_argument("--rounds", type=int, default=2, help="runs per variant, alternated")
   p.add_argument("--saves", type=int, default=3, help="blocking: saves per mode, alternated")
-  p.add_argument("--json", default=None, help="also write the rows to this file")
+  p.add_argument("--json", default=None, help="also write the rows to this file (default: none)")
   return p
 
 

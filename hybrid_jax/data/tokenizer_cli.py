@@ -25,7 +25,8 @@ def main(argv=None) -> int:
                      epilog=__doc__.split("\n", 2)[2])
   p.add_argument("--corpus", required=True, help="a directory built by `hybrid-jax data build`")
   p.add_argument("--vocab-size", type=int, default=32000, help="the vocabulary size to learn")
-  p.add_argument("--max-documents", type=int, default=None, help="train on the first N documents only (default: all)")
+  p.add_argument("--max-documents", type=int, default=None,
+                 help="train on the first N documents only (default: all)")
   args = p.parse_args(sys.argv[1:] if argv is None else argv)
   out = Path(args.corpus) / HF_FILE
   if not MIN_VOCAB <= args.vocab_size <= 1_000_000:
