@@ -21,14 +21,14 @@ def _fake_module(monkeypatch, name, calls):
     (["bench", "data", "--rows", "4"], ("hybrid_jax.bench.data", ["--rows", "4"])),
     (["bench", "eval", "--reps", "1"], ("hybrid_jax.bench.eval", ["--reps", "1"])),
     (["bench", "mesh"], ("hybrid_jax.bench.mesh", [])),
-    (["bench", "kernels", "--ops", "swa"], ("pallas_kernels.bench", ["--ops", "swa"])),
+    (["bench", "kernels", "--ops", "swa"], ("hybrid_jax.bench.kernels", ["--ops", "swa"])),
     (["bench", "mixers", "--reps", "1"], ("hybrid_jax.bench.mixers", ["--reps", "1"])),
     (["data", "build", "--x"], ("hybrid_jax.data.cli", ["build", "--x"])),
 ])
 def test_commands_reach_their_modules(monkeypatch, argv, expected):
   calls = []
   for name in ("hybrid_jax.bench.train", "hybrid_jax.bench.data", "hybrid_jax.bench.eval",
-               "hybrid_jax.bench.mesh", "hybrid_jax.bench.mixers", "pallas_kernels.bench",
+               "hybrid_jax.bench.mesh", "hybrid_jax.bench.mixers", "hybrid_jax.bench.kernels",
                "hybrid_jax.data.cli"):
     _fake_module(monkeypatch, name, calls)
   import hybrid_jax.data

@@ -1,4 +1,4 @@
-"""The pieces of ``python -m pallas_kernels.device_check`` that run on CPU (the whole command
+"""The pieces of ``python -m hybrid_jax.bench.device_check`` that run on CPU (the whole command
 needs a GPU or TPU): the refusal, the kernel-against-XLA comparison, the timing rows and the
 short training run, at tiny shapes."""
 
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pallas_kernels import device_check
+from hybrid_jax.bench import device_check
 
 
 def test_refuses_on_cpu_with_one_line(capsys, tmp_path):
@@ -138,7 +138,7 @@ def test_committed_device_results_say_what_their_rows_hold():
   a run cut short says so (it cannot pass as complete)."""
   import json
   import pathlib
-  files = sorted((pathlib.Path(device_check.__file__).parent / "results").glob("*.json"))
+  files = sorted((pathlib.Path(device_check.__file__).parent / "results" / "device").glob("*.json"))
   assert files, "no committed device results"
   for f in files:
     report = json.loads(f.read_text())

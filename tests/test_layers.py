@@ -169,6 +169,14 @@ def test_no_cycle_between_packages():
   assert not cycles(graph)
 
 
+def test_the_kernels_import_nothing_of_hybrid_jax():
+  """pallas_kernels is the bottom layer: its benchmarks and device check live above it."""
+  up = [f"{MODULES[src].relative_to(ROOT)}:{line}: {src} imports {dst}"
+        for src, dst, _, line in EDGES if src.startswith("pallas_kernels") and dst.startswith("hybrid_jax")]
+  assert not up, "\n".join(up)
+  assert LAYERS[0] == ["pallas_kernels"]
+
+
 def test_no_private_name_is_imported_from_another_module():
   bad = [f"{MODULES[src].relative_to(ROOT)}:{line}: {n} from {dst}"
          for src, dst, names, line in EDGES for n in names

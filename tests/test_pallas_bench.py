@@ -4,7 +4,7 @@ the unmasked work only."""
 import numpy as np
 import pytest
 
-from pallas_kernels import bench
+from hybrid_jax.bench import kernels as bench
 from pallas_kernels.swa.reference import band_mask
 
 

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from pallas_kernels import bench, costs, dispatch, targets
+from hybrid_jax.bench import kernels as bench
+from pallas_kernels import costs, dispatch, targets
 from pallas_kernels.swa import api as swa_api
 
 BATCH = P(("data", "fsdp"))

@@ -14,7 +14,7 @@ SUBCOMMANDS = {
              "baselines in the same run"),
     "data": ("hybrid_jax.bench.data", "data throughput against the training consumption"),
     "eval": ("hybrid_jax.bench.eval", "time to evaluate one toy checkpoint"),
-    "kernels": ("pallas_kernels.bench", "each kernel's time, FLOP/s and ratios"),
+    "kernels": ("hybrid_jax.bench.kernels", "each kernel's time, FLOP/s and ratios"),
     "mixers": ("hybrid_jax.bench.mixers", "attention and recurrent-scan cost against T"),
 }
 

@@ -11,7 +11,7 @@ dW, dAqk, the decays'), which XLA adds up after the call. The whole [128, 128] f
 in one program of 4 warps spilled registers on sm_90a and gave a GPU only B * H programs;
 64 columns in 8 warps spill less with twice the programs, for more gradient temporaries
 (the shares before they are summed). Figures: linear_scan/README.md, from ``python -m
-pallas_kernels.bench --gpu-spills`` and ``--memory h100:1``; not yet timed on a GPU.
+hybrid_jax.bench.kernels --gpu-spills`` and ``--memory h100:1``; not yet timed on a GPU.
 
 Triton wants power-of-2 tensors and matmul dims >= 16, so the wrappers zero-pad K, V and the
 chunk to such sizes, which leaves the recurrence unchanged. The per-chunk math is

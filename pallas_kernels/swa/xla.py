@@ -23,7 +23,7 @@ from pallas_kernels import cpu_matmul, dispatch
 
 def default_block_size(t: int, window: int) -> int:
   """Half the window (each query block then reads a key strip of ~1.5 w; w gives 2 w), at
-  least 16 rows, at most 256, at most T. ``python -m pallas_kernels.bench --cpu-blocks`` times
+  least 16 rows, at most 256, at most T. ``python -m hybrid_jax.bench.kernels --cpu-blocks`` times
   it against half and twice it on XLA:CPU: at the toy SWA (w 32) 16-row blocks are 1.12-1.14x
   8-row and 1.17-1.27x 32-row ones; at d256 (D 64, w 128) 64 rows are 1.02-1.04x 32 rows and
   1.14x 128 rows."""
@@ -322,7 +322,7 @@ def _strip_backward(q, k, v, o, lse, do, *, window, scale, c, kept=None):
 # Rows at a time pay once the batch's float32 scores outgrow a core's cache (L2: 1 MB a core
 # here): XLA:CPU runs each op of the masked softmax over a whole tensor, so one row's strip
 # stays in cache across the ~10 passes over it where the batch's goes to memory. ``python -m
-# pallas_kernels.bench --cpu-rows`` (one core, rows against the whole batch): toy full
+# hybrid_jax.bench.kernels --cpu-rows`` (one core, rows against the whole batch): toy full
 # attention (5 MB) 1.55x, toy-B4 full (2.5 MB) 1.35x, d256 SWA / full (12 / 18 MB) 1.47x /
 # 1.71x, d256-B4 full (9 MB) 1.63x; below the threshold even (toy SWA 1.5 MB: 0.98-1.02x);
 # the one loss is d256-B4 SWA (6 MB, 0.92x), left to the rule.

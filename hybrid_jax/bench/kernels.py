@@ -1,4 +1,4 @@
-"""Kernel figures, not tests: ``python -m pallas_kernels.bench``.
+"""Kernel figures, not tests: ``python -m hybrid_jax.bench.kernels``.
 
 For each op (sliding-window attention, simple GLA, gated delta rule) and each
 implementation this backend can run, the forward and forward+backward time, the achieved
@@ -408,8 +408,8 @@ def cpu_blocks_report(rounds: int = 7, reps: int = 3) -> list[dict]:
 
 
 def main(argv=None):
-  from hybrid_jax.cli_args import HelpFormatter   # lazy: the kernels need nothing of hybrid_jax
-  p = argparse.ArgumentParser(prog="python -m pallas_kernels.bench", description=__doc__.strip(),
+  from hybrid_jax.cli_args import HelpFormatter   # lazy: --help stays the only user
+  p = argparse.ArgumentParser(prog="python -m hybrid_jax.bench.kernels", description=__doc__.strip(),
                               formatter_class=HelpFormatter)
   argv = sys.argv[1:] if argv is None else list(argv)
   if any(a.startswith(("--memory", "--gpu-spills", "--causal-xla")) for a in argv):

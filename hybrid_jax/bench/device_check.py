@@ -1,4 +1,4 @@
-"""The first thing to run on a GPU or TPU: ``python -m pallas_kernels.device_check``.
+"""The first thing to run on a GPU or TPU: ``python -m hybrid_jax.bench.device_check``.
 
 One command, one JSON file (``--out``, default ``device_check_<platform>.json``):
 
@@ -19,7 +19,7 @@ to say which were skipped, and ``--sections`` picks the order
 (``training,timing,correctness`` puts first what has not yet run on a device).
 
 On a CPU host it refuses with one line (the kernels only compile there: see
-``python -m pallas_kernels.bench --memory TOPOLOGY`` and tests/test_pallas_compile.py).
+``python -m hybrid_jax.bench.kernels --memory TOPOLOGY`` and tests/test_pallas_compile.py).
 """
 
 import argparse
@@ -37,7 +37,8 @@ import numpy as np
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.run import RunDir
 from hybrid_jax.train import loop
-from pallas_kernels import bench, dispatch
+from hybrid_jax.bench import kernels as bench
+from pallas_kernels import dispatch
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
 from pallas_kernels.linear_scan import pallas_gpu
@@ -177,7 +178,7 @@ def write_json_atomically(path, payload):
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog="python -m pallas_kernels.device_check",
+  p = argparse.ArgumentParser(prog="python -m hybrid_jax.bench.device_check",
                               description=__doc__.splitlines()[0])
   p.add_argument("--out", default=None, help="JSON file (default device_check_<platform>.json)")
   p.add_argument("--lengths", default="2048,4096,8192,16384,32768")
@@ -207,7 +208,7 @@ def main(argv=None) -> int:
   platform = dispatch.target_platform()
   if platform == "cpu":
     print("device_check needs a GPU or TPU (this host's JAX backend is cpu); to compile for "
-          "one from here: python -m pallas_kernels.bench --memory v5e:1x1", file=sys.stderr)
+          "one from here: python -m hybrid_jax.bench.kernels --memory v5e:1x1", file=sys.stderr)
     return 2
   out = args.out or f"device_check_{platform}.json"
   kernel = dispatch.resolve("auto")[0]
