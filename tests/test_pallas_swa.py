@@ -94,6 +94,38 @@ def test_pallas_gpu_interpret_matches_dense(t, window, h, kv, block, dtype):
                            dtype)
 
 
+# Each phase on its own block: T is padded to a multiple of all three, and each phase's
+# band (its blocks back) follows its own block, so a phase reading another's geometry fails.
+PHASES = api.BlockSizes(fwd=16, dq=8, dkv=24)
+
+
+def test_pallas_tpu_phases_with_their_own_blocks_match_dense(capsys):
+  _check_against_reference("pallas_tpu", PHASES, TPU_INTERPRET, 37, 13, 4, 2, jnp.float32)
+  assert not _races_found()
+
+
+def test_pallas_gpu_phases_with_their_own_blocks_match_dense():
+  _check_against_reference("pallas_gpu", api.BlockSizes(fwd=32, dq=16, dkv=64), True, 70, 21,
+                           4, 2, jnp.float32)
+
+
+def test_block_sizes_reach_the_kernels_from_the_model_config():
+  from conftest import tiny_config
+  from hybrid_jax.configs import ConfigError
+  from hybrid_jax.model.config import ModelConfig
+  from hybrid_jax.resolve import resolve
+  c = tiny_config("S")
+  c.model.swa_block_sizes = (16, 8, 24)
+  m = ModelConfig.from_config(resolve(c).model)
+  from hybrid_jax.model.attention import Attention
+  from flax import nnx
+  layer = Attention(m, local_heads=m.n_heads, pos="rope", rngs=nnx.Rngs(0))
+  assert layer.blocks == api.BlockSizes(16, 8, 24)
+  c.model.swa_block_sizes = (16, 8)
+  with pytest.raises(ConfigError, match=r"^config\.model\.swa_block_sizes:"):
+    resolve(c)
+
+
 def _eqns(jaxpr):
   """All equations of a jaxpr, including those nested in sub-jaxprs (custom_vjp, pjit)."""
   for eqn in jaxpr.eqns:

@@ -32,6 +32,7 @@ def base_config() -> ml_collections.ConfigDict:
   m.norm_eps = 1e-6
   m.dtype = "float32"            # compute dtype: float32 | bfloat16 (parameters stay float32)
   m.attention_impl = "auto"      # pallas_kernels.swa implementation
+  m.swa_block_sizes = config_dict.placeholder(tuple)   # Pallas SWA blocks (forward, dQ, dK/dV); None: defaults
   # Recurrent mixers: M Mamba-2, G Gated DeltaNet, L Lightning attention.
   m.recurrent_impl = "auto"      # pallas_kernels.{linear_scan,delta_rule} implementation
   m.chunk_size = 64              # chunk of the chunked recurrent scans

@@ -52,6 +52,7 @@ class Attention(nnx.Module):
     self.n_heads, self.n_kv_heads, self.head_dim = m.n_heads, m.n_kv_heads, dh
     self.window, self.local_heads = m.window, local_heads
     self.pos, self.rope_theta, self.impl = pos, m.rope_theta, m.attention_impl
+    self.blocks = swa_api.BlockSizes(*m.swa_block_sizes) if m.swa_block_sizes else None
     self.q_proj = lin(m.d_model, m.n_heads * dh)
     self.k_proj = lin(m.d_model, m.n_kv_heads * dh)
     self.v_proj = lin(m.d_model, m.n_kv_heads * dh)
@@ -80,7 +81,7 @@ class Attention(nnx.Module):
     b, t, _ = x_BxTxD.shape
     q, k, v = self.qkv(x_BxTxD)
     attend = lambda q, k, v, w: swa_api.sliding_window_attention(
-        q, k, v, window=w, implementation=self.impl)
+        q, k, v, window=w, implementation=self.impl, block_size=self.blocks)
     nl = self.local_heads
     if nl == 0:
       o = attend(q, k, v, t)

@@ -7,6 +7,9 @@ import dataclasses
 from hybrid_jax.configs.rules import ConfigError
 
 
+OPTIONAL = ("head_dim", "swa_block_sizes")     # None is a setting here, not an unfilled shape
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Every key of ``base_config().model``, under the same names (see configs/base.py)."""
@@ -29,6 +32,7 @@ class ModelConfig:
   norm_eps: float
   dtype: str
   attention_impl: str
+  swa_block_sizes: tuple | None  # Pallas SWA blocks per phase (forward, dQ, dK/dV); None: defaults
   recurrent_impl: str
   chunk_size: int
   conv_kernel: int
@@ -44,8 +48,11 @@ class ModelConfig:
     if isinstance(m, cls):
       return m
     names = [f.name for f in dataclasses.fields(cls)]
-    unfilled = [n for n in names if n != "head_dim" and m[n] is None]
+    unfilled = [n for n in names if n not in OPTIONAL and m[n] is None]
     if unfilled:
       raise ConfigError(f"config.model.{unfilled[0]}: unset; the model needs a resolved config "
                         "(hybrid_jax.resolve.resolve)")
-    return cls(**{n: m[n] for n in names})
+    values = {n: m[n] for n in names}
+    if values["swa_block_sizes"] is not None:
+      values["swa_block_sizes"] = tuple(values["swa_block_sizes"])
+    return cls(**values)

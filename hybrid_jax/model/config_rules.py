@@ -95,5 +95,10 @@ def check_kernel_keys(m):
   """The kernel implementations the model asks ``pallas_kernels`` for."""
   if m.attention_impl not in ATTENTION_IMPLS:
     fail("model.attention_impl", f"must be one of {ATTENTION_IMPLS}", m.attention_impl)
+  blocks = m.swa_block_sizes
+  if blocks is not None and (not isinstance(blocks, (tuple, list)) or len(blocks) != 3 or not all(
+      isinstance(c, int) and not isinstance(c, bool) and c >= 8 and c % 8 == 0 for c in blocks)):
+    fail("model.swa_block_sizes", "must be None or (forward, dQ, dK/dV) block sizes, each a "
+         "multiple of 8 (powers of 2 >= 16 on GPU)", blocks)
   if m.recurrent_impl not in RECURRENT_IMPLS:
     fail("model.recurrent_impl", f"must be one of {RECURRENT_IMPLS}", m.recurrent_impl)

@@ -76,6 +76,8 @@ def config_hash(cfg, target) -> str | None:
     data.pop(k, None)
   derived.pop("data_fingerprint", None)
   d.get("checkpoint", {}).pop("async_save", None)   # how a save is written, not what compiles
+  if d.get("model", {}).get("swa_block_sizes", 0) is None:   # the default: plans before the key
+    d["model"].pop("swa_block_sizes")
   text = ml_collections.ConfigDict(d).to_json(sort_keys=True)
   return hashlib.sha256((text + target.name).encode()).hexdigest()[:16]
 

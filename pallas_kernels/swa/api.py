@@ -4,6 +4,7 @@ import operator
 
 from pallas_kernels import dispatch
 from pallas_kernels.swa import pallas_gpu, pallas_tpu, reference, xla
+from pallas_kernels.swa.common import BlockSizes  # noqa: F401  (the Pallas paths' per-phase blocks)
 
 IMPLEMENTATIONS = dispatch.IMPLEMENTATIONS
 _PALLAS = {"pallas_tpu": pallas_tpu, "pallas_gpu": pallas_gpu}
@@ -29,8 +30,8 @@ def _check(q, k, v, window):
 
 
 def sliding_window_attention(q, k, v, *, window: int, scale: float | None = None,
-                             implementation: str = "auto", block_size: int | None = None,
-                             interpret=None):
+                             implementation: str = "auto",
+                             block_size: "int | BlockSizes | None" = None, interpret=None):
   """Causal attention in which query i sees keys j with i - window < j <= i.
 
   q: [B, T, H, D]; k, v: [B, T, H_kv, D] with H_kv dividing H. ``window >= T`` is full
@@ -38,7 +39,8 @@ def sliding_window_attention(q, k, v, *, window: int, scale: float | None = None
   ``implementation``: "reference" (dense masked, O(T^2)), "xla" (blockwise, O(T*w)),
   "pallas_tpu" / "pallas_gpu" (flash kernels, O(T*w)) or "auto" (see ``dispatch``: the kernel
   of the target platform, XLA for CPU; Pallas runs per device under a mesh in context). ``block_size``: query/key block of the
-  blockwise paths (None: a per-backend default). ``interpret``: for the Pallas paths, None
+  blockwise paths (None: a per-backend default); the Pallas paths also take a ``BlockSizes``
+  (forward, dQ, dK/dV), the XLA path its forward block. ``interpret``: for the Pallas paths, None
   (interpret exactly on CPU), a bool, or a ``pltpu.InterpretParams`` (pallas_tpu only).
   """
   window = _check(q, k, v, window)
@@ -46,7 +48,8 @@ def sliding_window_attention(q, k, v, *, window: int, scale: float | None = None
   if implementation == "reference":
     return reference.sliding_window_attention(q, k, v, window=window, scale=scale)
   if implementation == "xla":
-    return xla.sliding_window_attention(q, k, v, window=window, scale=scale, block_size=block_size)
+    xla_block = block_size.fwd if isinstance(block_size, BlockSizes) else block_size
+    return xla.sliding_window_attention(q, k, v, window=window, scale=scale, block_size=xla_block)
   kernel = lambda q, k, v: _PALLAS[implementation].sliding_window_attention(
       q, k, v, window=window, scale=scale, block_size=block_size, interpret=interpreted)
   return dispatch.per_device(kernel, q, k, v)

@@ -6,10 +6,36 @@ positions ``[i*c, i*c + c)`` and needs keys ``(i*c - w, i*c + c - 1]``, i.e. key
 only those ``n_back + 1`` blocks, so the cost is O(T * w) rather than O(T^2).
 """
 
+import dataclasses
 import math
 
 import jax
 import jax.numpy as jnp
+
+@dataclasses.dataclass(frozen=True)
+class BlockSizes:
+  """The query/key block of each phase of the Pallas kernels: forward, dQ and dK/dV (as
+  jax's Pallas flash attention has one per phase). Each phase tiles queries and keys with
+  its own block, so each can be tuned alone; T is padded to a multiple of all three."""
+  fwd: int
+  dq: int
+  dkv: int
+
+  @classmethod
+  def of(cls, block_size, default: int) -> "BlockSizes":
+    """From None (``default`` everywhere), one int (every phase) or a BlockSizes."""
+    if isinstance(block_size, cls):
+      return block_size
+    c = block_size or default
+    return cls(c, c, c)
+
+  def blocks(self) -> tuple[int, int, int]:
+    return (self.fwd, self.dq, self.dkv)
+
+  @property
+  def pad_multiple(self) -> int:
+    return math.lcm(*self.blocks())
+
 
 # Finite stand-in for -inf: a fully masked row then gives exp(s - m) = exp(0) instead of
 # exp(-inf + inf) = NaN; masked entries are zeroed explicitly anyway.

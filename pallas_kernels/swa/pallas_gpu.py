@@ -117,28 +117,33 @@ def _dkv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref,
   dv_ref[...] = dv_CxD
 
 
-def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, c, interpret):
-  """custom_vjp attention on padded arrays (T a multiple of c, D a power of 2)."""
+def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, blocks, interpret):
+  """custom_vjp attention on padded arrays (T a multiple of every phase's block, D a power
+  of 2)."""
   b, t_pad, h, d = q_BxTxHxD.shape
   n_kv = k_BxTxKxD.shape[2]
-  g, n_q = h // n_kv, t_pad // c
-  n_back = common.blocks_back(window, c, n_q)
-  static = dict(scale=scale, window=window, t=t, c=c, n_back=n_back)
+  g = h // n_kv
   params = dict(interpret=interpret, compiler_params=_compiler_params(d))
-  grid = (b, h, n_q)
   # Model FLOPs over the band of the unpadded T (costs module); exp per scored pair.
   cost = lambda backward, ins, outs: costs.estimate(
       costs.attention_flops(b, h, t, window, d, backward), costs.band_pairs(t, window) * b * h,
       ins, outs)
   lse_shape = jax.ShapeDtypeStruct((b, h, t_pad), jnp.float32)
-  block = pl.BlockSpec((None, c, None, d), lambda b_, h_, i: (b_, i, h_, 0))
   whole_q = pl.BlockSpec((None, t_pad, None, d), lambda b_, h_, i: (b_, 0, h_, 0))
   whole_kv = pl.BlockSpec((None, t_pad, None, d), lambda b_, h_, i: (b_, 0, jax.lax.div(h_, g), 0))
-  block_kv = pl.BlockSpec((None, c, None, d), lambda b_, h_, i: (b_, i, jax.lax.div(h_, g), 0))
-  row = pl.BlockSpec((None, None, c), lambda b_, h_, i: (b_, h_, i))
   whole_row = pl.BlockSpec((None, None, t_pad), lambda b_, h_, i: (b_, h_, 0))
 
+  def phase(c):
+    """(static kernel arguments, grid, block, kv block, row spec) at block ``c``."""
+    n_q = t_pad // c
+    static = dict(scale=scale, window=window, t=t, c=c, n_back=common.blocks_back(window, c, n_q))
+    block = pl.BlockSpec((None, c, None, d), lambda b_, h_, i: (b_, i, h_, 0))
+    block_kv = pl.BlockSpec((None, c, None, d), lambda b_, h_, i: (b_, i, jax.lax.div(h_, g), 0))
+    row = pl.BlockSpec((None, None, c), lambda b_, h_, i: (b_, h_, i))
+    return static, (b, h, n_q), block, block_kv, row
+
   def forward(q, k, v):
+    static, grid, block, _, row = phase(blocks.fwd)
     return pl.pallas_call(
         functools.partial(_forward_kernel, **static),
         grid=grid, in_specs=[block, whole_kv, whole_kv], out_specs=[block, row],
@@ -149,6 +154,7 @@ def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, c, interpret):
 
   def backward(q, k, v, o, lse, do):
     delta = jnp.einsum("bthd,bthd->bht", do.astype(jnp.float32), o.astype(jnp.float32))
+    static, grid, block, _, row = phase(blocks.dq)
     dq = pl.pallas_call(
         functools.partial(_dq_kernel, **static),
         grid=grid, in_specs=[block, whole_kv, whole_kv, block, row, row],
@@ -156,8 +162,9 @@ def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, c, interpret):
         name="swa_dq_gpu", cost_estimate=cost(True, (q, k, v, do, lse, delta), (q,)),
         **params)(q, k, v, do, lse, delta)
     per_head = jax.ShapeDtypeStruct(q.shape, jnp.float32)
+    static, grid, block, block_kv, _ = phase(blocks.dkv)
     dk_h, dv_h = pl.pallas_call(
-        functools.partial(_dkv_kernel, n_q=n_q, **static),
+        functools.partial(_dkv_kernel, n_q=grid[2], **static),
         grid=grid, in_specs=[whole_q, block_kv, block_kv, whole_q, whole_row, whole_row],
         out_specs=[block, block], out_shape=[per_head, per_head],
         name="swa_dkv_gpu",
@@ -170,16 +177,18 @@ def _flash(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window, scale, t, c, interpret):
 
 
 def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, scale=None,
-                             block_size: int | None = None, interpret=False):
-  """q [B, T, H, D], k/v [B, T, H_kv, D] -> [B, T, H, D]. ``interpret``: run the kernels
+                             block_size: "int | common.BlockSizes | None" = None, interpret=False):
+  """q [B, T, H, D], k/v [B, T, H_kv, D] -> [B, T, H, D]. ``block_size``: one block for
+  every phase, or a ``BlockSizes``; None: ``default_block_size``. ``interpret``: run the kernels
   in the Pallas interpreter (CPU tests) instead of compiling them with Triton."""
   t, d = q_BxTxHxD.shape[1], q_BxTxHxD.shape[3]
-  c = block_size or default_block_size(t)
-  if c < 16 or c != common.next_power_of_2(c):
-    raise ValueError(f"block_size must be a power of 2 >= 16 for pallas_gpu; got {c}")
+  blocks = common.BlockSizes.of(block_size, default_block_size(t))
+  if any(c < 16 or c != common.next_power_of_2(c) for c in blocks.blocks()):
+    raise ValueError(f"block_size must be a power of 2 >= 16 for pallas_gpu, in every phase; got {blocks}")
   scale = d ** -0.5 if scale is None else scale
-  t_pad, d_pad = common.round_up(t, c), max(16, common.next_power_of_2(d))
+  t_pad, d_pad = common.round_up(t, blocks.pad_multiple), max(16, common.next_power_of_2(d))
   padded = lambda x: common.pad_axis(common.pad_axis(x, 1, t_pad), 3, d_pad)
   o_BxTxHxD = _flash(padded(q_BxTxHxD), padded(k_BxTxKxD), padded(v_BxTxKxD),
-                     window=min(window, t), scale=scale, t=t, c=c, interpret=bool(interpret))
+                     window=min(window, t), scale=scale, t=t, blocks=blocks,
+                     interpret=bool(interpret))
   return o_BxTxHxD[:, :t, :, :d]

@@ -136,29 +136,35 @@ def _dkv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref,
     dv_ref[...] = dv_sc[...].astype(dv_ref.dtype)
 
 
-def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
-  """custom_vjp attention on padded head-major arrays (T a multiple of c)."""
+def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, blocks, interpret):
+  """custom_vjp attention on padded head-major arrays (T a multiple of every phase's block)."""
   b, h, t_pad, d = q_BxHxTxD.shape
   n_kv = k_BxKxTxD.shape[1]
-  g, n_q = h // n_kv, t_pad // c
-  n_back = common.blocks_back(window, c, n_q)
-  static = dict(scale=scale, window=window, t=t, c=c, n_back=n_back)
+  g = h // n_kv
   params = dict(interpret=_interpret_params(interpret))
-  row = lambda dd: pl.BlockSpec((None, None, c, dd), lambda b_, h_, i, j: (b_, h_, i, 0))
-  band = lambda dd: pl.BlockSpec(
-      (None, None, c, dd),
-      lambda b_, h_, i, j: (b_, jax.lax.div(h_, g), jnp.maximum(i - n_back + j, 0), 0))
-  grid = (b, h, n_q, n_back + 1)
   lse_shape = jax.ShapeDtypeStruct((b, h, t_pad, 1), jnp.float32)
   # Model FLOPs over the band of the unpadded T (costs module); exp per scored pair.
   cost = lambda backward, ins, outs: costs.estimate(
       costs.attention_flops(b, h, t, window, d, backward), costs.band_pairs(t, window) * b * h,
       ins, outs)
 
+  def phase(c):
+    """(static kernel arguments, query-block count, row spec, band spec) at block ``c``."""
+    n_q = t_pad // c
+    n_back = common.blocks_back(window, c, n_q)
+    row = lambda dd: pl.BlockSpec((None, None, c, dd), lambda b_, h_, i, j: (b_, h_, i, 0))
+    band = lambda dd: pl.BlockSpec(
+        (None, None, c, dd),
+        lambda b_, h_, i, j: (b_, jax.lax.div(h_, g), jnp.maximum(i - n_back + j, 0), 0))
+    return dict(scale=scale, window=window, t=t, c=c, n_back=n_back), n_q, row, band
+
   def forward(q, k, v):
+    static, n_q, row, band = phase(blocks.fwd)
+    c = blocks.fwd
     return pl.pallas_call(
         functools.partial(_forward_kernel, **static),
-        grid=grid, in_specs=[row(d), band(d), band(d)], out_specs=[row(d), row(1)],
+        grid=(b, h, n_q, static["n_back"] + 1), in_specs=[row(d), band(d), band(d)],
+        out_specs=[row(d), row(1)],
         out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype),
                    jax.ShapeDtypeStruct((b, h, t_pad, 1), jnp.float32)],
         scratch_shapes=[pltpu.VMEM((c, 1), jnp.float32), pltpu.VMEM((c, 1), jnp.float32),
@@ -168,15 +174,19 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
 
   def backward(q, k, v, o, lse, do):
     delta = jnp.sum(do.astype(jnp.float32) * o.astype(jnp.float32), axis=-1, keepdims=True)
+    static, n_q, row, band = phase(blocks.dq)
     dq = pl.pallas_call(
         functools.partial(_dq_kernel, **static),
-        grid=grid, in_specs=[row(d), band(d), band(d), row(d), row(1), row(1)],
+        grid=(b, h, n_q, static["n_back"] + 1),
+        in_specs=[row(d), band(d), band(d), row(d), row(1), row(1)],
         out_specs=row(d), out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
-        scratch_shapes=[pltpu.VMEM((c, d), jnp.float32)],
+        scratch_shapes=[pltpu.VMEM((blocks.dq, d), jnp.float32)],
         compiler_params=_compiler_params(3), name="swa_dq_tpu",
         cost_estimate=cost(True, (q, k, v, do, lse, delta), (q,)), **params)(
             q, k, v, do, lse, delta)
-    n_band = n_back + 1
+    static, n_q, _, _ = phase(blocks.dkv)
+    c = blocks.dkv
+    n_band = static["n_back"] + 1
     # Grid (B, H_kv, key block, group * band): query head kh*g + r // n_band, query block
     # kb + r % n_band, clamped to the last block (the step is then skipped).
     query = lambda dd: pl.BlockSpec(
@@ -200,16 +210,17 @@ def _flash(q_BxHxTxD, k_BxKxTxD, v_BxKxTxD, *, window, scale, t, c, interpret):
 
 
 def sliding_window_attention(q_BxTxHxD, k_BxTxKxD, v_BxTxKxD, *, window: int, scale=None,
-                             block_size: int | None = None, interpret=False):
-  """q [B, T, H, D], k/v [B, T, H_kv, D] -> [B, T, H, D]. ``interpret``: False (Mosaic),
+                             block_size: "int | common.BlockSizes | None" = None, interpret=False):
+  """q [B, T, H, D], k/v [B, T, H_kv, D] -> [B, T, H, D]. ``block_size``: one block for
+  every phase, or a ``BlockSizes``; None: ``default_block_size``. ``interpret``: False (Mosaic),
   True (interpreter, default params) or a ``pltpu.InterpretParams``."""
   t, d = q_BxTxHxD.shape[1], q_BxTxHxD.shape[3]
-  c = block_size or default_block_size(t)
-  if c % 8:
-    raise ValueError(f"block_size must be a multiple of 8 for pallas_tpu; got {c}")
+  blocks = common.BlockSizes.of(block_size, default_block_size(t))
+  if any(c % 8 for c in blocks.blocks()):
+    raise ValueError(f"block_size must be a multiple of 8 for pallas_tpu, in every phase; got {blocks}")
   scale = d ** -0.5 if scale is None else scale
-  t_pad = common.round_up(t, c)
+  t_pad = common.round_up(t, blocks.pad_multiple)
   head_major = lambda x: common.pad_axis(x, 1, t_pad).transpose(0, 2, 1, 3)
   o_BxHxTxD = _flash(head_major(q_BxTxHxD), head_major(k_BxTxKxD), head_major(v_BxTxKxD),
-                     window=min(window, t), scale=scale, t=t, c=c, interpret=interpret)
+                     window=min(window, t), scale=scale, t=t, blocks=blocks, interpret=interpret)
   return o_BxHxTxD.transpose(0, 2, 1, 3)[:, :t]
