@@ -10,6 +10,7 @@ Each process of a multi-host run asks for its own rows only.
 
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -55,6 +56,8 @@ def _quiet_worker(index: int, count: int):
   the trainer is gone, however it died (SIGKILL leaves no one to stop them)."""
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   signal.signal(signal.SIGTERM, signal.SIG_IGN)
+  if "jax" in sys.modules:        # grain imports JAX: keep it off the trainer's TPU or GPU
+    sys.modules["jax"].config.update("jax_platforms", "cpu")
   parent = os.getppid()
 
   def watch():
