@@ -2,6 +2,7 @@
 run directories (fabricated here: the plot reads files only), and one-line bad input."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -117,6 +118,29 @@ def test_runs_differing_only_by_seed_are_drawn_as_a_mean_with_a_band(tmp_path, m
   acc_line = [(y, label) for y, label in lines if y[-1] == pytest.approx(0.9)]
   assert acc_line and "mean of 2 seeds" in acc_line[0][1]
   assert ([0.2, 0.4, 0.6, 0.8], [0.4, 0.6, 0.8, 1.0]) in [(lo[-4:], hi[-4:]) for lo, hi in bands]
+
+
+def test_the_shipped_seed_sweep_is_drawn_as_one_mean_per_architecture(tmp_path, monkeypatch):
+  """sweeps/toy_windows.py: 4 architectures x 2 seeds. Each run's config.json is its resolved
+  config, where the unset data.seed has become train.seed: a key that dropped train.seed alone
+  kept all 8 runs apart."""
+  import matplotlib.axes
+  from hybrid_jax.launch.grid import load_sweep, plan
+  runs = plan(load_sweep(Path(__file__).parents[1] / "sweeps" / "toy_windows.py"))
+  assert len(runs) == 8 and {r.resolved.data.seed for r in runs} == {0, 1}
+  for i, r in enumerate(runs):
+    path = _fake_run(tmp_path / "root" / r.name, "F", acc=(0.0, 0.1, 0.2, 0.3, 0.1 * i))
+    (path / "config.json").write_text(json.dumps(json.loads(r.resolved.to_json())))
+  labels = []
+  plot = matplotlib.axes.Axes.plot
+  monkeypatch.setattr(matplotlib.axes.Axes, "plot",
+                      lambda self, *a, **k: labels.append(k.get("label")) or plot(self, *a, **k))
+  plot_emergence([tmp_path / "root"], out=tmp_path / "fig")
+  acc_labels = labels[::2]                       # each group: accuracy panel, then loss panel
+  assert sorted(acc_labels) == ["F: mean of 2 seeds (band: their range)",
+                                "SF w=128: mean of 2 seeds (band: their range)",
+                                "SF w=32: mean of 2 seeds (band: their range)",
+                                "SF w=8: mean of 2 seeds (band: their range)"]
 
 
 def test_loss_axes_have_tick_labels_at_any_range(tmp_path):

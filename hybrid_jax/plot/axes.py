@@ -28,14 +28,22 @@ def readable_scale(ax, which: str, values):
     getattr(ax, f"set_{which}scale")("linear")
 
 
+SEEDS = (("train", "seed"), ("data", "seed"))   # a run's training seeds: init, data stream
+
+
 def seedless_key(run: Path) -> str:
-  """The run's config without its seed: runs sharing it differ only by seed."""
+  """The run's config without its training seeds: runs sharing it differ only by seed. Both
+  seeds go: config.json holds the resolved config, where an unset ``data.seed`` has become
+  ``train.seed``, so a seed sweep differs in both (dropping ``train.seed`` alone kept every
+  seed apart); a data seed set on purpose is a seed as much (``eval.seed``, which picks the
+  examples every run is scored on, stays)."""
   cfg = read_config_json(run)
   if cfg is None:
     return str(run)
   cfg.pop("derived", None)
-  if isinstance(cfg.get("train"), dict):
-    cfg["train"] = {k: v for k, v in cfg["train"].items() if k != "seed"}
+  for section, key in SEEDS:
+    if isinstance(cfg.get(section), dict):
+      cfg[section] = {k: v for k, v in cfg[section].items() if k != key}
   return json.dumps(cfg, sort_keys=True)
 
 

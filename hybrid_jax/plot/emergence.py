@@ -5,10 +5,11 @@ run directory given (or found below a sweep directory), draws the metric (left, 
 and the short-context loss (right), coloured by architecture (pattern and window), and
 writes PATH.png, PATH.svg and PATH.tsv: per run, the tokens to reach ``--frac`` of its final
 value (blank when the final value is 0) and to reach the absolute ``--threshold`` (default
-0.5 for accuracies; blank where a run never reached it). Runs that differ only by seed are
-drawn as their mean with a band spanning the seeds. For metrics where lower is better (names
-with "loss" or "ppl"), "reach X of final" means value <= final / X and "reach a threshold"
-means value <= threshold.
+0.5 for accuracies; blank where a run never reached it). Runs that differ only by their
+seeds (``train.seed`` and ``data.seed``, which follows it unless set) are drawn as their mean
+with a band spanning the seeds. For metrics where lower is better (names with "loss" or
+"ppl"), "reach X of final" means value <= final / X and "reach a threshold" means
+value <= threshold.
 """
 
 import os
