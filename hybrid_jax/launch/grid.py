@@ -39,6 +39,7 @@ class Sweep:
   base: ml_collections.ConfigDict
   grid: list                                   # list of Points
   slurm: dict = dataclasses.field(default_factory=dict)   # submitit slurm_* parameters
+  ray: dict = dataclasses.field(default_factory=dict)     # per-run Ray request (launch.ray_request)
   name: str | None = None
 
 

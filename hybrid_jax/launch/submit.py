@@ -9,7 +9,7 @@ second launcher (or a second shell) wait instead of training a run twice.
 import json
 from pathlib import Path
 
-from hybrid_jax.launch import grid
+from hybrid_jax.launch import grid, run_root
 from hybrid_jax.launch.grid import SweepError
 from hybrid_jax.launch.local import default_parallel, run_local
 from hybrid_jax.launch.slurm import run_slurm
@@ -77,7 +77,8 @@ def prepare(root: Path, runs, *, retry_failed: bool = False, log=print) -> list[
 
 
 def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, overrides=None,
-           retry_failed=False, slurm=None, wait=False, log=print) -> dict:
+           retry_failed=False, slurm=None, wait=False, ray=None, plan=None, ray_address="auto",
+           max_attempts=3, log=print) -> dict:
   sweep = grid.load_sweep(sweep_file)
   runs = grid.plan(sweep, overrides)
   if dry_run:
@@ -87,7 +88,14 @@ def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, o
     others = len({r.error for r in runs}) - 1
     raise SweepError(f"every grid point is invalid ({len(runs)} of {len(runs)}): {runs[0].error}"
                      + (f" (and {others} other errors; --dry-run lists them)" if others else ""))
-  root = Path(root)
+  root = run_root.check(root)
+  if backend == "ray":      # every run's request checked (and Ray found) before anything is written
+    from hybrid_jax.launch import ray_backend, ray_request
+    ray_backend.import_ray()
+    requests = ray_request.requests(
+        [r.name for r in runs if not r.error], ray_request.parse_options(ray or [], sweep.ray),
+        ray_request.read_plan(plan) if plan else None)
+    ray_backend.connect(ray_address)
   root.mkdir(parents=True, exist_ok=True)
   pending = prepare(root, runs, retry_failed=retry_failed, log=log)
   invalid = {r.name: 2 for r in runs if r.error}
@@ -101,4 +109,7 @@ def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, o
   if backend == "slurm":
     return invalid | run_slurm(pending, {**sweep.slurm, **(slurm or {})}, root=root,
                                cache_dir=cache_dir, log=log, wait=wait)
-  raise SweepError(f"--backend must be local or slurm, got {backend!r}")
+  if backend == "ray":
+    return invalid | ray_backend.run_ray(pending, requests, root=root, address=ray_address,
+                                         max_attempts=max_attempts, wait=wait, log=log)
+  raise SweepError(f"--backend must be local, slurm or ray, got {backend!r}")

@@ -25,10 +25,14 @@ def run(run_dir) -> int:
   if not RunDir(run_dir).lock_held():   # sweep status: running from now (JAX takes a while)
     RunDir(run_dir).mark_started(os.getpid())
   # lazy: importing JAX and the trainer takes seconds; the run is marked started first
+  from hybrid_jax.train import distributed
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted
   from hybrid_jax.training import train
   cfg = config_from_values(read_launch(run_dir)["config"])   # the schema's types, not raw JSON
   try:
+    # A multi-process run (Slurm tasks, a Ray placement group) joins its job before anything
+    # can start a JAX backend (the trainer's first-step note asks for one).
+    distributed.initialize()
     status = train(cfg, run_dir, progress=False)
   except RunDirBusy as e:
     print(f"hybrid-jax worker: {e}", file=sys.stderr)
