@@ -132,7 +132,8 @@ def run_ray(run_dirs: list[Path], requests: dict, *, root: Path, address: str = 
       for n, v in sorted(view.items()):
         if seen.get(n) != (v["phase"], v["attempts"]):
           seen[n] = (v["phase"], v["attempts"])
-          log(f"{n}: {v['phase']} (attempt {v['attempts']}/{v['max_attempts']})")
+          log(f"{n}: {v['phase']} (attempt {v['attempts']}/{v['max_attempts']}"
+              + (f"; the last {v['last']})" if v.get("last") and v["attempts"] > 1 else ")"))
       if names <= set(view) and all(terminal(v["phase"]) for v in view.values()):
         break
       time.sleep(poll_s)

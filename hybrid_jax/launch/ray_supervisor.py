@@ -162,6 +162,7 @@ class _Run:
     self.supervisor, self.run_dir = supervisor, Path(run_dir)
     self.request, self.max_attempts = Request(**request), max_attempts
     self.attempts, self.phase, self.nodes = attempts, "queued", []
+    self.last = None                   # how the previous attempt ended
     self.entry = dict(run_dir=run_dir, request=request, max_attempts=max_attempts)
     self.thread = threading.Thread(target=self.loop, name=self.run_dir.name, daemon=True)
 
@@ -169,7 +170,8 @@ class _Run:
     self.phase = phase
     atomic_write_text(self.run_dir / RUN_FILE, json.dumps(dict(
         actor=self.supervisor.name, attempts=self.attempts, max_attempts=self.max_attempts,
-        phase=phase, nodes=self.nodes, updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        phase=phase, last=self.last, nodes=self.nodes,
+        updated=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **extra)) + "\n")
 
   def loop(self):
@@ -204,9 +206,9 @@ class _Run:
       elif code > 0 and code != PREEMPTED:   # the trainer's own verdict (NaN, bad config)
         return self.record("failed", exit_code=code)
       else:                            # preempted, killed (OOM, SIGBUS), or its node died
-        self.record("retrying (" + ("node or worker lost" if code == LOST else "preempted"
-                                    if code in (PREEMPTED, -signal.SIGTERM) else
-                                    f"killed by signal {-code}") + ")")
+        self.last = ("node or worker lost" if code == LOST else "preempted"
+                     if code in (PREEMPTED, -signal.SIGTERM) else f"killed by signal {-code}")
+        self.record(f"retrying ({self.last})")
 
   def attempt(self) -> int | None:
     """One attempt's outcome: the first non-zero exit code of its processes (LOST when a
@@ -220,7 +222,7 @@ class _Run:
     accel = f"TPU-{placement.tpu_version.upper()}" if placement.tpu_version else None
     name = self.run_dir.name
     if placement.processes == 1:
-      self.record("submitted: waiting for resources or training")
+      self.record("waiting for resources")
       ref = train_process.options(**task_options(placement.bundles[0], accel), name=name).remote(
           str(self.run_dir), env, "train.log", header + ", 1 process", pin)
       return self.wait([ref])
@@ -265,10 +267,21 @@ class _Run:
       elif group is not None:
         remove_placement_group(group)
 
+  def _trainer_started(self, since: float) -> bool:
+    """Whether a trainer marked the run started (status.json) since ``since``: Ray does
+    not tell a task's owner when a queued task starts."""
+    try:
+      return (self.run_dir / "status.json").stat().st_mtime >= since
+    except OSError:
+      return False
+
   def wait(self, refs: list) -> int:
     first, lost, pending, cancelled_at = 0, False, list(refs), None
+    since = time.time() - 1.0
     while pending:
       done, pending = ray.wait(pending, num_returns=1, timeout=5)
+      if self.phase == "waiting for resources" and self._trainer_started(since):
+        self.record("training")
       for ref in done:
         try:
           code = ray.get(ref)
@@ -315,10 +328,10 @@ class Supervisor:
     return out
 
   def view(self) -> dict[str, dict]:
-    """{run name: phase, attempts, max_attempts, nodes} of every run this supervisor has."""
+    """{run name: phase, attempts, max_attempts, last, nodes} of every run it has."""
     with self.lock:
       return {n: dict(phase=r.phase, attempts=r.attempts, max_attempts=r.max_attempts,
-                      nodes=r.nodes) for n, r in self.runs.items()}
+                      last=r.last, nodes=r.nodes) for n, r in self.runs.items()}
 
   def finished(self, run: _Run):
     with self.lock:
