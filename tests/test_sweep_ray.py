@@ -147,6 +147,8 @@ def test_four_runs_finish_on_the_cluster_with_the_local_backends_losses(cluster,
     assert json.loads((root / n / "status.json").read_text())["state"] == "done"
     assert losses(root / n) == losses(reference / n), n
     assert run_file(root / n)["attempts"] == 1
+  nodes = {headers(root / n)[0].split(" on node ")[1].split()[0] for n in ("seed=0", "seed=1", "seed=2", "seed=3")}
+  assert len(nodes) == 2, nodes       # Ray packed them: one a node at a time (1 CPU each), both nodes
   table = cli("sweep", "status", str(root)).stdout
   assert "4 done" in table and "attempts" in table and "1/3" in table, table
   again = ray_cli(cluster, "sweep", "submit", str(sweep), "--root", str(root), "--wait")
@@ -292,10 +294,17 @@ def test_tpu_placement_requests_are_what_ray_tpu_schedules(tmp_path):
   assert ray_tpu.get_tpu_worker_resources("4x4", "v6e", {"CPU": 8.0}) == (4, big.bundles[0])
   plan = tmp_path / "grid.v5p_2x2x2.plan.jsonl"
   plan.write_text(json.dumps(dict(run="seed=0", topology="v5p:2x2x2", chips=8, devices=8, fits=True,
-                                  hbm_argument_bytes=2 ** 30)) + "\n")
+                                  change="train.microbatches=2", hbm_argument_bytes=2 ** 30)) + "\n")
+  small = tmp_path / "grid.v5p_2x2x1.plan.jsonl"
+  small.write_text(json.dumps(dict(run="seed=0", topology="v5p:2x2x1", chips=4, devices=4,
+                                   fits=False, status="does not fit")) + "\n")
+  said = []
   requests = ray_request.requests(["seed=0"], ray_request.parse_options(["slices=2"]),
-                                  ray_request.read_plan(plan))
-  two = requests["seed=0"].placement()
+                                  [ray_request.read_plan(small), ray_request.read_plan(plan)],
+                                  log=said.append)
+  two = requests["seed=0"].placement()     # the first plan that fits: v5p 2x2x2
+  assert said == ["plan: seed=0 fits v5p:2x2x2 only with train.microbatches=2, which this "
+                  "submission does not apply (set it in the sweep file)"]
   assert (two.slices, two.hosts_per_slice, two.processes) == (2, 2, 4)
   assert ray_tpu.get_tpu_worker_resources("2x2x2", "v5p", num_slices=2)[0] == two.processes
   assert two.bundles[0]["TPU"] == 4 and two.bundles[0]["memory"] == 4 * 2 ** 30   # 4 devices' state

@@ -57,9 +57,10 @@ def main(argv):
                       "(hosts of a CPU/GPU run), memory=BYTES, resources={'host_a': 1}; "
                       "repeatable; wins over the sweep file's ray= dict and --plan (default: "
                       "those alone)")
-  s.add_argument("--plan", default=None, metavar="PLAN.jsonl",
+  s.add_argument("--plan", action="append", default=[], metavar="PLAN.jsonl",
                  help="--backend ray: a `sweep plan` output; each run asks for its planned "
-                      "topology and the host memory of its state (default: none)")
+                      "topology and the host memory of its state; repeatable (one per "
+                      "topology): a run takes the first plan that fits it (default: none)")
   s.add_argument("--ray-address", default="auto", metavar="ADDR",
                  help="--backend ray: the cluster (HOST:PORT of its head, ray://HOST:PORT, or "
                       "auto: the one this machine belongs to)")

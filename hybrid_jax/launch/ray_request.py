@@ -161,19 +161,27 @@ def from_plan(record: dict, options: dict) -> dict:
   return {**out, **options}
 
 
-def requests(run_names: list[str], options: dict, plan: dict | None = None) -> dict[str, Request]:
-  """Every run's request; with a plan, a run the plan lacks (or that did not fit) is an
-  error before anything is submitted."""
+def requests(run_names: list[str], options: dict, plans: list[dict] | None = None,
+             log=print) -> dict[str, Request]:
+  """Every run's request. With plans (one per topology, in order of preference), a run
+  takes the first record that fits it; a run no plan fits, or none has, is an error
+  before anything is submitted. A fit the planner found only by changing the config
+  (``change``: more microbatches) is said, not applied: the sweep file holds the config."""
   out = {}
   for name in run_names:
     opts = options
-    if plan is not None:
-      record = plan.get(name)
-      if record is None:
+    if plans:
+      records = [p[name] for p in plans if name in p]
+      if not records:
         raise UserError(f"--plan: no record of run {name} (plan the same sweep file)")
-      if record.get("fits") is False:
-        raise UserError(f"--plan: run {name} does not fit {record.get('topology')} "
-                        f"({record.get('reason') or record.get('status')})")
+      record = next((r for r in records if r.get("fits") is not False), None)
+      if record is None:
+        raise UserError(f"--plan: run {name} fits no planned topology ("
+                        + "; ".join(f"{r.get('topology')}: {r.get('reason') or r.get('status')}"
+                                    for r in records) + ")")
+      if record.get("change"):
+        log(f"plan: {name} fits {record['topology']} only with {record['change']}, which this "
+            "submission does not apply (set it in the sweep file)")
       opts = from_plan(record, options)
     request = Request(**opts)
     request.placement()                       # a topology Ray cannot place: one line, now

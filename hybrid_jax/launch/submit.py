@@ -94,7 +94,7 @@ def submit(sweep_file, root, *, backend="local", parallel=None, dry_run=False, o
     ray_backend.import_ray()
     requests = ray_request.requests(
         [r.name for r in runs if not r.error], ray_request.parse_options(ray or [], sweep.ray),
-        ray_request.read_plan(plan) if plan else None)
+        [ray_request.read_plan(p) for p in plan or []], log=log)
     ray_backend.connect(ray_address)
   root.mkdir(parents=True, exist_ok=True)
   pending = prepare(root, runs, retry_failed=retry_failed, log=log)
