@@ -181,7 +181,7 @@ def test_nope_report_refuses_missing_seeds_and_a_missing_store(tmp_path):
   with pytest.raises(SystemExit) as e:
     runner.main(["--report-only", "--store", str(tmp_path / "s"), "--out", str(tmp_path)])
   assert str(e.value) == (f"nope_on_full: no stored run outputs in {tmp_path / 's'}; fill it "
-                          "with: python experiments/nope_on_full/run.py")
+                          "with: python -m experiments.nope_on_full.run")
   assert not (tmp_path / "REPORT.md").exists()
 
 
@@ -518,7 +518,7 @@ def test_all_findings_sweep_is_the_union_of_the_findings_grids_shared_runs_first
 
 
 def test_runners_run_as_files_and_as_modules_without_touching_sys_path():
-  """``python experiments/<finding>/run.py`` and ``python -m experiments.<finding>.run``: the
+  """``python -m experiments.<finding>.run`` and ``python -m experiments.<finding>.run``: the
   package is importable (pip install -e . installs it; here PYTHONPATH stands in for that)."""
   import ast
   import os
@@ -535,6 +535,85 @@ def test_runners_run_as_files_and_as_modules_without_touching_sys_path():
       out = subprocess.run([sys.executable, *argv, "--help"], cwd=root, env=env,
                            capture_output=True, text=True)
       assert out.returncode == 0 and "--report-only" in out.stdout, out.stderr[-500:]
+
+
+def test_every_command_the_docs_and_reports_print_runs_from_a_plain_checkout():
+  """Each ``python ... experiments...`` command in experiments/ (runners, reports, READMEs)
+  and the top README runs, with --help, from the root of a clone that is not installed:
+  ``python -S`` skips the .pth files, so the editable install is not on the path, while
+  PYTHONPATH keeps the dependencies. A file path (``python experiments/X/run.py``) fails
+  there with ModuleNotFoundError: its path starts at its own folder."""
+  import os
+  import re
+  import site
+  import subprocess
+  import sys
+  root = EXPERIMENTS.parent
+  docs = [p for p in EXPERIMENTS.rglob("*") if p.suffix in (".py", ".md")
+          and "data" not in p.relative_to(EXPERIMENTS).parts] + [root / "README.md"]
+  found = {m for p in docs for m in re.findall(r"python (-m experiments[\w.<>{}]*|experiments/[\w/<>{}.]*)",
+                                                p.read_text())}
+  holes = ("<finding>", "{self.finding}", "{finding}")     # a runner's command, every finding's
+  commands = {c.rstrip(".").replace(hole, finding) for c in found for hole in holes
+              for finding in FINDINGS + ("paper_mix",) if hole in c or not any(h in c for h in holes)}
+  assert {"-m experiments.scaling.run", "-m experiments.calibration.run",
+          "-m experiments.calibration.by_distance", "-m experiments.check_reports"} <= commands
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(site.getsitepackages()))
+  for command in sorted(commands):
+    out = subprocess.run([sys.executable, "-S", *command.split(), "--help"], cwd=root, env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "usage:" in out.stdout, (command, out.stderr[-500:])
+
+
+def test_plot_emergence_averages_the_committed_study_runs_over_their_seeds():
+  """The store's run names end in ``,seed=N``; ``plot emergence`` groups runs by config
+  without seeds: exactly the runs whose names differ only there."""
+  from experiments.toy_study import store
+  from hybrid_jax.plot.axes import seedless_key
+  groups = {}
+  for run in sorted(p for p in store.TOY_STUDY.iterdir() if p.is_dir()):
+    groups.setdefault(seedless_key(run), set()).add(run.name)
+  unseeded = [{name.rsplit(",seed=", 1)[0] for name in names} for names in groups.values()]
+  assert all(len(u) == 1 for u in unseeded)
+  three = sorted(u.pop() for u, names in zip(unseeded, groups.values()) if len(names) == 3)
+  assert len(three) == 10 and all("size=toy-xs," in n and "tokens_per_param=30" in n for n in three)
+
+
+def test_the_readme_states_what_the_store_holds():
+  """experiments/README.md's store state is generated from experiments/data (it once said
+  "the store is empty" over 96 committed runs), and check_reports fails when it is stale."""
+  from experiments.toy_study import store
+  assert store.state_differences() == []
+  state = store.render_state()
+  for folder in store.SWEEPS:
+    n = sum(p.is_dir() for p in (store.DATA / folder).iterdir())
+    assert f"| `{folder}/` | {n} ({n}) |" in state
+  assert "skips none" in state
+
+
+def test_the_store_state_follows_the_store(tmp_path):
+  from experiments.toy_study import store
+  data, readme = tmp_path / "data", tmp_path / "README.md"
+  for name, state in (("size=toy-xs,pattern=F,window=16,pos_full=rope,tokens_per_param=30,seed=0", "done"),
+                      ("elsewhere", "failed")):
+    (data / "toy_study" / name / "analysis").mkdir(parents=True)
+    (data / "toy_study" / name / "status.json").write_text(json.dumps({"state": state}))
+  (data / "toy_study" / "elsewhere" / "analysis" / "trace.json").write_text("{}")
+  readme.write_text(f"before\n{store.STATE_BEGIN}\nold\n{store.STATE_END}\nafter\n")
+  store.main(["--data", str(data), "--readme", str(readme)])
+  text = readme.read_text()
+  assert text.startswith("before\n") and text.endswith("\nafter\n") and "\nold\n" not in text
+  assert "| `toy_study/` | 2 (1) | `all_findings.py`: 1 / 85, of no sweep: 1 | 1 in 1 runs |" in text
+  assert "Empty: `calibration/`, `paper_mix/`; the reports made from them await a rerun" in text
+  assert store.state_differences(readme, data) == []
+  (data / "paper_mix" / "run").mkdir(parents=True)
+  assert store.state_differences(readme, data) == [
+      "README.md: the store state differs from what experiments/data holds "
+      "(python -m experiments.toy_study.store rewrites it)"]
+  readme.write_text("no markers\n")
+  assert store.state_differences(readme, data) == ["README.md: no single generated store-state block"]
+  with pytest.raises(SystemExit, match="no single store-state block"):
+    store.main(["--data", str(data), "--readme", str(readme)])
 
 
 def test_the_library_holds_no_experiment_code():
@@ -556,7 +635,7 @@ def test_committed_reports_regenerate(finding):
   from experiments.toy_study import store
   if not store.has_runs(check_reports.store_of(finding)):
     pytest.skip(f"no run outputs committed under {store.display(check_reports.store_of(finding))} "
-                f"yet: the study awaits a rerun (python experiments/{finding}/run.py)")
+                f"yet: the study awaits a rerun (python -m experiments.{finding}.run)")
   assert check_reports.report_differences(finding) == []
 
 
@@ -754,8 +833,8 @@ def test_calibration_tables_are_generated_from_the_store(tmp_path):
   assert "| seeds 0 / 1 / 2 | 0.60 / 0.60 / 0.60 |" in text   # only the BASELINE_STEPS (1444)
   cal.main(argv)
   assert readme.read_text() == text                       # byte-stable
-  with pytest.raises(SystemExit, match="no stored run outputs in .*fill it with: python "
-                     "experiments/calibration/run.py"):
+  with pytest.raises(SystemExit, match="no stored run outputs in .*fill it with: python -m "
+                     "experiments.calibration.run"):
     cal.main(["--report-only", "--store", str(tmp_path / "none"), "--toy-store", str(tmp_path / "none"),
               "--readme", str(readme)])
   cal.main(["--report-only", "--store", str(tmp_path / "none"), "--toy-store", str(tmp_path / "toy"),

@@ -1,12 +1,13 @@
 """Answer accuracy of a run's checkpoint by query-to-evidence distance, on held-out rows of
 the run's own synthetic training source: does retrieval reach far, or only nearby pairs?
 
-    python experiments/calibration/by_distance.py RUN [--step S] [--rows 64] [--save]
+    python -m experiments.calibration.by_distance RUN [--step S] [--rows 64] [--save]
 
 Rows come from a step index no run trains on (10**6), so they are held out. Only the
 ``synthetic`` source is supported (single-token keys, so the evidence is found exactly).
-``--save`` also writes ``RUN/analysis/by_distance-step<S>.json`` (what experiments/calibration/
-run.py exports into the committed store and makes the calibration tables from).
+``--save`` also writes ``RUN/analysis/by_distance-step<S>.json`` (what
+``python -m experiments.calibration.run`` exports into the committed store and makes the
+calibration tables from).
 """
 
 import argparse

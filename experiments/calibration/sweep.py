@@ -3,7 +3,7 @@ in the full-attention baseline on this 2-core CPU? Every run is full attention (
 toy-xs unless stated, lr 3e-3 cosine, one seed; each point is one setting that was tried.
 
     hybrid-jax sweep submit experiments/calibration/sweep.py --root runs/calibration
-    python experiments/calibration/by_distance.py runs/calibration/<run>
+    python -m experiments.calibration.by_distance runs/calibration/<run>
 """
 
 from hybrid_jax.configs.default import get_config

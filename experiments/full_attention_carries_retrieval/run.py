@@ -1,7 +1,7 @@
 """Finding 2, long-range retrieval is carried by the full-attention layers, in one command:
 
-    python experiments/full_attention_carries_retrieval/run.py [--root runs/toy_study] [--parallel 2]
-    python experiments/full_attention_carries_retrieval/run.py --report-only   # from experiments/data
+    python -m experiments.full_attention_carries_retrieval.run [--root runs/toy_study] [--parallel 2]
+    python -m experiments.full_attention_carries_retrieval.run --report-only   # from experiments/data
 
 Trains the runs of sweep.py that the root lacks (SWA/full hybrids with windows 4, 16 and 32
 and the Lightning/full hybrid), then on each final checkpoint: caps the receptive field of
@@ -163,8 +163,8 @@ def read(run, needles: str) -> dict | None:
       if needles == "beyond":
         return None
       raise SystemExit(f"full_attention_carries_retrieval: {run.path.name} has no "
-                       f"analysis/{pattern(stem, needles)} in the store (fill it with: python "
-                       f"experiments/full_attention_carries_retrieval/run.py)")
+                       f"analysis/{pattern(stem, needles)} in the store (fill it with: python -m "
+                       f"experiments.full_attention_carries_retrieval.run)")
     out[name] = rec
   return out
 
@@ -264,9 +264,9 @@ def write(inv, groups, res, windows, fig_name):
   n_runs = sum(map(len, groups.values()))
   report = f"""# Full attention carries long-range retrieval, at toy scale
 
-Command: `python experiments/full_attention_carries_retrieval/run.py` (on a 2-core CPU; runs
+Command: `python -m experiments.full_attention_carries_retrieval.run` (on a 2-core CPU; runs
 are shared with the other findings under `{T.ROOT}`);
-`python experiments/full_attention_carries_retrieval/run.py --report-only` regenerates this
+`python -m experiments.full_attention_carries_retrieval.run --report-only` regenerates this
 report and its figure byte for byte from the committed run outputs in
 `experiments/data/toy_study/`.
 

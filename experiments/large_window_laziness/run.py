@@ -1,7 +1,7 @@
 """Finding 3, "Large-Window Laziness", in one command:
 
-    python experiments/large_window_laziness/run.py [--root runs/toy_study] [--parallel 2]
-    python experiments/large_window_laziness/run.py --report-only   # from experiments/data alone
+    python -m experiments.large_window_laziness.run [--root runs/toy_study] [--parallel 2]
+    python -m experiments.large_window_laziness.run --report-only   # from experiments/data alone
 
 Trains the runs of sweep.py that the root lacks (SWA/full hybrids with windows 4, 16, 32 of
 T = 64, and full attention; three seeds), traces the retrieval heads of every hybrid over
@@ -160,7 +160,7 @@ def read_trace(run, name: str) -> dict | None:
   if "-beyond" in name:
     return None
   raise SystemExit(f"large_window_laziness: {run.path.name} has no analysis/{name} in the "
-                   f"store (fill it with: python experiments/large_window_laziness/run.py)")
+                   f"store (fill it with: python -m experiments.large_window_laziness.run)")
 
 
 def _traced(traces_of_set) -> bool:
@@ -307,9 +307,9 @@ def write(inv, groups, full, summary, fig_name):
   ws = " / ".join(map(str, T.WINDOWS.values()))
   report = f"""# Large-Window Laziness at toy scale
 
-Command: `python experiments/large_window_laziness/run.py` (on a 2-core CPU; runs are shared
+Command: `python -m experiments.large_window_laziness.run` (on a 2-core CPU; runs are shared
 with the other findings under `{T.ROOT}`);
-`python experiments/large_window_laziness/run.py --report-only` regenerates this report and
+`python -m experiments.large_window_laziness.run --report-only` regenerates this report and
 its figure byte for byte from the committed run outputs in `experiments/data/toy_study/`.
 
 {V.rules_section(METRICS, list(CLAIMS))}

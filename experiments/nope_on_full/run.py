@@ -1,7 +1,7 @@
 """Finding 4, NoPE on the full-attention layers of a small-window hybrid, in one command:
 
-    python experiments/nope_on_full/run.py [--root runs/toy_study] [--parallel 2]
-    python experiments/nope_on_full/run.py --report-only      # from experiments/data alone
+    python -m experiments.nope_on_full.run [--root runs/toy_study] [--parallel 2]
+    python -m experiments.nope_on_full.run --report-only      # from experiments/data alone
 
 Trains the runs of sweep.py that the root lacks (SWA-4/full hybrid with RoPE everywhere and
 with NoPE on its full layers only, and full attention; three seeds), exports their outputs
@@ -165,8 +165,8 @@ def write(inv, groups, final, fig_name):
   train_sum, train_wall = study.train_minutes([r for rs in groups.values() for r in rs])
   report = f"""# NoPE on the full-attention layers at toy scale
 
-Command: `python experiments/nope_on_full/run.py` (on a 2-core CPU; runs are shared with the
-other findings under `{T.ROOT}`); `python experiments/nope_on_full/run.py --report-only`
+Command: `python -m experiments.nope_on_full.run` (on a 2-core CPU; runs are shared with the
+other findings under `{T.ROOT}`); `python -m experiments.nope_on_full.run --report-only`
 regenerates this report and its figure byte for byte from the committed run outputs in
 `experiments/data/toy_study/`.
 

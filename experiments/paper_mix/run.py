@@ -1,7 +1,7 @@
 """Does retrieval emerge when the training data carry no injected pairs? In one command:
 
-    python experiments/paper_mix/run.py [--root runs/paper_mix] [--parallel 2]
-    python experiments/paper_mix/run.py --report-only      # from experiments/data alone
+    python -m experiments.paper_mix.run [--root runs/paper_mix] [--parallel 2]
+    python -m experiments.paper_mix.run --report-only      # from experiments/data alone
 
 Builds the Python-docs corpus when it is missing (`apt-get install python3-doc`), trains the
 runs of sweep.py that the root lacks (full attention and the SWA-4/full hybrid on the `mix`
@@ -201,8 +201,8 @@ def write(inv, mix, mix_old, synthetic, fig_name):
   train_sum, train_wall = study.train_minutes(runs)
   report = f"""# Retrieval without injected pairs: the paper-faithful data option at toy scale
 
-Command: `python experiments/paper_mix/run.py` (on a 2-core CPU, after `apt-get install
-python3-doc`); `python experiments/paper_mix/run.py --report-only` regenerates this report and
+Command: `python -m experiments.paper_mix.run` (on a 2-core CPU, after `apt-get install
+python3-doc`); `python -m experiments.paper_mix.run --report-only` regenerates this report and
 its figure byte for byte from the committed run outputs in `experiments/data/paper_mix/` (and,
 for the synthetic-source comparison, `experiments/data/toy_study/`).
 

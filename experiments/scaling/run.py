@@ -1,7 +1,7 @@
 """Finding 1, the design changes how fast long-context ability emerges, in one command:
 
-    python experiments/scaling/run.py [--root runs/toy_study] [--parallel 2]
-    python experiments/scaling/run.py --report-only      # from experiments/data alone
+    python -m experiments.scaling.run [--root runs/toy_study] [--parallel 2]
+    python -m experiments.scaling.run --report-only      # from experiments/data alone
 
 Trains the runs of sweep.py that the root lacks (full attention, SWA/full hybrids with
 windows 4 / 16 / 32, Lightning/full; three toy sizes x four budgets, and three seeds of the
@@ -302,8 +302,8 @@ def write(inv, seeds, cells, emergence, emergence_png, fits, fit_png):
   train_sum, train_wall = study.train_minutes(all_runs)
   report = f"""# Scaling at toy scale: does the design change how fast long-context ability emerges?
 
-Command: `python experiments/scaling/run.py` (on a 2-core CPU; runs are shared with the other
-findings under `{T.ROOT}`); `python experiments/scaling/run.py --report-only` regenerates this
+Command: `python -m experiments.scaling.run` (on a 2-core CPU; runs are shared with the other
+findings under `{T.ROOT}`); `python -m experiments.scaling.run --report-only` regenerates this
 report and its figures byte for byte from the committed run outputs in
 `experiments/data/toy_study/`.
 

@@ -31,8 +31,10 @@ class Invocation:
 
   @property
   def fill(self) -> str:
-    """The command that fills the store for this finding."""
-    return f"python experiments/{self.finding}/run.py"
+    """The command that fills the store for this finding: a module, not a file path, so it
+    runs from a fresh clone's root whether or not ``pip install -e .`` put ``experiments`` on
+    the path (a file's own folder, not the root, is the path of ``python FILE``)."""
+    return f"python -m experiments.{self.finding}.run"
 
 
 def parse(doc: str, run_file: str, argv=None, default_store: Path = store.TOY_STUDY,
