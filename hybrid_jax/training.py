@@ -46,11 +46,12 @@ def standard_hooks(cfg) -> tuple[Hook, ...]:
 def train(cfg, workdir, **kwargs) -> dict:
   """``hybrid_jax.train.loop.train`` with the standard hooks: the run a command makes."""
   from hybrid_jax.resolve import ensure_resolved   # lazy: JAX, see above
-  from hybrid_jax.train import loop, precompile
+  from hybrid_jax.train import distributed, loop, precompile
   cfg = ensure_resolved(cfg)
-  say = (lambda m: print(f"hybrid-jax: {m}", file=sys.stderr, flush=True)) \
-      if kwargs.get("progress") is not False else (lambda m: None)
-  say(precompile.first_step_note(cfg))        # the first step can take a while: say why
+  distributed.initialize()      # before the note below asks JAX for its backend (multi-process jobs)
+  if kwargs.get("progress") is not False and distributed.is_primary():
+    # the first step can take a while: say why
+    print(f"hybrid-jax: {precompile.first_step_note(cfg)}", file=sys.stderr, flush=True)
   if precompile.wanted():       # XLA:CPU runs a step it loaded faster than one it compiled
     precompile.in_child(cfg)
   return loop.train(cfg, workdir, hooks=standard_hooks(cfg), **kwargs)
