@@ -8,7 +8,8 @@ from pathlib import Path
 from hybrid_jax.cli_args import ArgumentParser, usage
 from hybrid_jax.errors import UserError
 from hybrid_jax.launch import report
-from hybrid_jax.run import atomic_write_text, collect_rows, rows_csv
+from hybrid_jax.run import collect_rows
+from hybrid_jax.run.collect import write_rows
 
 
 def parse_overrides(args: list[str]) -> dict:
@@ -130,6 +131,6 @@ def main(argv):
   rows, skipped = collect_rows(root, with_skipped=True)
   if not rows:
     raise UserError(f"no run under {root} has a config.json and records yet; nothing to collect")
-  atomic_write_text(out, rows_csv(rows, delimiter="\t" if out.suffix == ".tsv" else ","))
+  write_rows(rows, out, default_out=not args.out)   # a read-only root: one line naming --out
   print(f"hybrid-jax sweep: wrote {out} ({len(rows)} rows; {skipped} unreadable records skipped)")
   return 0
