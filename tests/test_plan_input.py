@@ -53,8 +53,10 @@ def _fitting(name="r", step_s=0.1):
 
 @pytest.mark.parametrize("topology,expected", [
     ("v5p:2x2x1", 1), ("v5p:2x2x2", 2), ("v4:4x4x4", 16), ("v5e:1x1", 1), ("v5e:2x2", 1),
-    ("v5e:2x4", 1), ("v5e:4x4", 2), ("v6e:16x16", 32), ("h100:8", 1), ("h200:1", 1)])
+    ("v5e:2x4", 1), ("v5e:4x4", 4), ("v6e:4x4", 4), ("v6e:16x16", 64), ("h100:8", 1),
+    ("h200:1", 1)])
 def test_hosts_are_the_chips_over_the_chips_of_one_host(topology, expected):
+  """v5e/v6e slices past one 8-chip host are 4-chip hosts (Cloud TPU's and Ray's layout)."""
   assert hosts(_target(topology)) == expected
 
 
@@ -70,7 +72,7 @@ def test_input_time_is_the_batch_over_the_hosts_and_their_workers(topology, work
   assert rec["input_s"] == pytest.approx(input_s)
   assert rec["input_batch_s"] == BATCH_S
   assert rec["hosts"] == hosts(target)
-  assert rec["host_vcpus"] == input_cost.HOST_VCPUS["v5p"] == 208
+  assert rec["host_vcpus"] == input_cost.host_vcpus("v5p", 4) == 208
   assert rec["input_workers"] == (16 if workers == -1 else max(1, workers))
 
 
@@ -160,3 +162,10 @@ def test_a_kept_record_gets_fresh_input_figures(tmp_path, capsys):
   summary = capsys.readouterr().out.strip().splitlines()[-1]
   assert "1 input-bound (input per step on 1 host of 208 vCPUs, 4 workers each)" in summary
   assert "0 compiles, 1 records kept from before" in summary
+
+
+def test_a_hosts_vcpus_follow_its_chip_count():
+  """A one-chip v5e host has 24 vCPUs, not the 8-chip host's 224."""
+  assert input_cost.host_vcpus("v5e", 1) == 24
+  assert input_cost.host_vcpus("v5e", 4) == 112 and input_cost.host_vcpus("v5e", 8) == 224
+  assert input_cost.host_vcpus("v5p", 4) == 208 and input_cost.host_vcpus("h100", 1) == 208

@@ -9,7 +9,7 @@ make different steps' batches at once, so its input time per step is
 
 with ``workers`` the run's ``data.workers`` (-1: one per vCPU but one, at most 16, as the
 trainer picks). It assumes one of the host's cores is as fast as one of this machine's; the
-host vCPU counts are in ``HOST_VCPUS`` (sources in the README).
+host vCPU counts are in ``HOST_VCPUS`` (``host_vcpus``; sources in the README).
 """
 
 import json
@@ -18,15 +18,23 @@ import time
 
 from hybrid_jax.data.pipeline import MAX_AUTO_WORKERS
 
-# vCPUs of one host of each accelerator machine type (Cloud TPU VM and GPU VM shapes).
+# vCPUs of one host of each accelerator machine type (Cloud TPU VM and GPU VM shapes), by
+# chips on the host (a v5e/v6e slice past 8 chips is made of 4-chip hosts).
 HOST_VCPUS = {
-  "v4": 240,     # ct4p-hightpu-4t
-  "v5e": 224,    # ct5lp-hightpu-8t (the 1- and 4-chip shapes have 24 and 112)
-  "v5p": 208,    # ct5p-hightpu-4t
-  "v6e": 180,    # ct6e-standard-8t (4t: 180, 1t: 44)
-  "h100": 208,   # a3-highgpu-8g
-  "h200": 224,   # a3-ultragpu-8g
+    "v4": {4: 240},                  # ct4p-hightpu-4t
+    "v5e": {8: 224, 4: 112, 1: 24},  # ct5lp-hightpu-8t / -4t / -1t
+    "v5p": {4: 208},                 # ct5p-hightpu-4t
+    "v6e": {8: 180, 4: 180, 1: 44},  # ct6e-standard-8t / -4t / -1t
+    "h100": {8: 208},                # a3-highgpu-8g
+    "h200": {8: 224},                # a3-ultragpu-8g
 }
+
+
+def host_vcpus(chip: str, chips_per_host: int) -> int:
+  """vCPUs of a host holding ``chips_per_host`` chips (the nearest listed shape at or above)."""
+  shapes = HOST_VCPUS[chip]
+  return shapes[min((c for c in shapes if c >= chips_per_host), default=max(shapes))]
+
 
 _cache: dict[str, float] = {}
 

@@ -4,7 +4,7 @@ on the topology's hosts); the grid's totals."""
 from hybrid_jax.data import input_cost
 from hybrid_jax.model.flops import model_flops_per_token
 from hybrid_jax.plan.fit import Planned, budget, one_line
-from hybrid_jax.plan.targets import Target, hosts
+from hybrid_jax.plan.targets import Target, host_chips, hosts
 from hybrid_jax.train.sharding import mesh_shape
 
 GIB = 1024 ** 3
@@ -69,7 +69,8 @@ def with_input(rec: dict, cfg, target: Target) -> dict:
   ``input_error``, not a failed plan."""
   if cfg is None or "derived" not in cfg:
     return rec
-  n, vcpus = hosts(target), input_cost.HOST_VCPUS[target.chip.name]
+  n = hosts(target)
+  vcpus = input_cost.host_vcpus(target.chip.name, min(target.chips, host_chips(target)))
   out = {k: v for k, v in rec.items() if k != "input_error"}
   out.update(hosts=n, host_vcpus=vcpus, input_workers=None, input_batch_s=None, input_s=None,
              input_bound=None)

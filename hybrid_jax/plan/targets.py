@@ -55,9 +55,17 @@ def target(name: str) -> Target:
 # slice is part of one host: still one host), a GPU host 8. Cloud TPU's slice tables: v5p
 # 2x2x2 is 2 hosts, v5e 4x4 is 2.
 HOST_CHIPS = {"v4": 4, "v5p": 4, "v5e": 8, "v6e": 8, "h100": 8, "h200": 8}
+MULTI_HOST_CHIPS = {"v5e": 4, "v6e": 4}   # their slices past one 8-chip host use 4-chip hosts
+
+
+def host_chips(t: Target) -> int:
+  """Chips on one host of the topology (a v5e/v6e slice of up to 8 chips is one host; a
+  larger one is made of 4-chip hosts, as Cloud TPU and Ray's TPU support lay them out)."""
+  per = HOST_CHIPS[t.chip.name]
+  return MULTI_HOST_CHIPS.get(t.chip.name, per) if t.chips > per else per
 
 
 def hosts(t: Target) -> int:
   """Hosts of the topology: each makes the input of only its own share of the batch, so
   the input time per step divides by them."""
-  return math.ceil(t.chips / HOST_CHIPS[t.chip.name])
+  return math.ceil(t.chips / host_chips(t))
