@@ -267,8 +267,8 @@ def write(inv, groups, res, windows, fig_name):
 Command: `python -m experiments.full_attention_carries_retrieval.run` (on a 2-core CPU; runs
 are shared with the other findings under `{T.ROOT}`);
 `python -m experiments.full_attention_carries_retrieval.run --report-only` regenerates this
-report and its figure byte for byte from the committed run outputs in
-`experiments/data/toy_study/`.
+report and its figure from the committed run outputs in `experiments/data/toy_study/`,
+{runner.SAME_AS_MADE}.
 
 {V.rules_section(METRICS, list(CLAIMS))}
 

@@ -167,8 +167,8 @@ def write(inv, groups, final, fig_name):
 
 Command: `python -m experiments.nope_on_full.run` (on a 2-core CPU; runs are shared with the
 other findings under `{T.ROOT}`); `python -m experiments.nope_on_full.run --report-only`
-regenerates this report and its figure byte for byte from the committed run outputs in
-`experiments/data/toy_study/`.
+regenerates this report and its figure from the committed run outputs in
+`experiments/data/toy_study/`, {runner.SAME_AS_MADE}.
 
 {V.rules_section([(m, what) for m, (_, what) in METRICS.items()] + [
     ("accuracy per depth", "kv_recall at each evaluated length and depth"),

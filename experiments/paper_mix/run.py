@@ -203,8 +203,8 @@ def write(inv, mix, mix_old, synthetic, fig_name):
 
 Command: `python -m experiments.paper_mix.run` (on a 2-core CPU, after `apt-get install
 python3-doc`); `python -m experiments.paper_mix.run --report-only` regenerates this report and
-its figure byte for byte from the committed run outputs in `experiments/data/paper_mix/` (and,
-for the synthetic-source comparison, `experiments/data/toy_study/`).
+its figure from the committed run outputs in `experiments/data/paper_mix/` (and, for the
+synthetic-source comparison, `experiments/data/toy_study/`), {runner.SAME_AS_MADE}.
 
 {V.rules_section(METRICS, list(CLAIMS), EXTRA_RULE)}
 

@@ -304,8 +304,8 @@ def write(inv, seeds, cells, emergence, emergence_png, fits, fit_png):
 
 Command: `python -m experiments.scaling.run` (on a 2-core CPU; runs are shared with the other
 findings under `{T.ROOT}`); `python -m experiments.scaling.run --report-only` regenerates this
-report and its figures byte for byte from the committed run outputs in
-`experiments/data/toy_study/`.
+report and its figures from the committed run outputs in `experiments/data/toy_study/`,
+{runner.SAME_AS_MADE}.
 
 {V.rules_section(METRICS, list(CLAIMS))}
 
