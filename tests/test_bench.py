@@ -208,7 +208,7 @@ def test_summarize_regenerates_a_saved_runs_ratios_from_its_rows(tmp_path, capsy
 def test_committed_record_runs_summarize_to_their_saved_summaries():
   """The record runs under hybrid_jax/bench/results regenerate their own saved ratios."""
   results = os.path.join(os.path.dirname(__file__), "..", "hybrid_jax", "bench", "results")
-  for name in sorted(os.listdir(results)):
+  for name in sorted(n for n in os.listdir(results) if n.endswith(".json")):
     with open(os.path.join(results, name)) as f:
       saved = json.load(f)
     again = train.summarize(saved["rows"])

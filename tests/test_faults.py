@@ -478,4 +478,4 @@ def test_data_build_skips_binary_text_files_with_a_count(tmp_path, capsys):
   (binary / "b.bin").write_bytes(b"\xff" * 100)
   assert cli.main(["data", "build", "--source", str(binary), "--out", str(tmp_path / "o2")]) == 2
   err = capsys.readouterr().err.strip().splitlines()
-  assert len(err) == 1 and "1 .txt/.md files are not UTF-8 text, 1 files have other suffixes" in err[0]
+  assert len(err) == 1 and "1 .txt/.md files are not UTF-8 text, 0 are empty, 1 files have other suffixes" in err[0]

@@ -32,7 +32,7 @@ def default_parallel() -> int:
   return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def _die_with_parent():
+def die_with_parent():
   try:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
   except OSError:
@@ -42,7 +42,7 @@ def _die_with_parent():
 def _start_on(cpu: int | None):
   """The worker's preexec: die with the launcher; run on ``cpu`` alone when given."""
   def preexec():
-    _die_with_parent()
+    die_with_parent()
     if cpu is not None and hasattr(os, "sched_setaffinity"):
       os.sched_setaffinity(0, {cpu})
   return preexec

@@ -35,7 +35,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from hybrid_jax.launch.local import PREEMPTED, _die_with_parent
+from hybrid_jax.launch.local import PREEMPTED, die_with_parent
 from hybrid_jax.launch.ray_request import Request
 from hybrid_jax.launch.worker import BUSY_EXIT_CODE
 from hybrid_jax.run import LAUNCH_FILE, RunDir, atomic_write_text
@@ -108,7 +108,7 @@ def train_process(run_dir: str, env: dict, log_name: str, header: str, pin: int 
   cores, _held = claim_cores(pin) if pin else (None, [])
 
   def preexec():
-    _die_with_parent()
+    die_with_parent()
     if cores:
       os.sched_setaffinity(0, cores)
 

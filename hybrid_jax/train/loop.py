@@ -99,11 +99,16 @@ def train(cfg, workdir, *, progress: bool | None = None, hooks: tuple[Hook, ...]
     raise err from None
 
 
-def _mark_failed(run, step, total, e):
+def _mark_failed(run, step, total, e, ckpt=None):
   """status.json says why the run stopped (unless the disk cannot take even that). A save
   that failed for a full disk leaves its partial directory: removed first, which frees the
-  space the status needs."""
+  space the status needs, once no save is in flight (one still writing is let finish)."""
   if disk_error(e, run.path) is not None and run.writer:
+    if ckpt is not None:
+      try:
+        ckpt.wait()
+      except Exception:        # that save failed too: its directory is partial, removed below
+        pass
     remove_partial_saves(run.checkpoint_dir)
   e = disk_error(e, run.path) or e
   try:
@@ -218,7 +223,7 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   except Preempted:
     raise
   except Exception as e:
-    _mark_failed(run, step, total, e)
+    _mark_failed(run, step, total, e, ckpt)
     raise
   finally:
     batches.close()
