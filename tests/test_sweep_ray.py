@@ -230,12 +230,12 @@ def test_a_preempted_trainer_and_a_killed_node_cost_only_the_steps_since_a_check
   try:
     assert wait_for(lambda: latest_checkpoint(run) >= 8 and trainer(run))
     trainer(run).terminate()                                 # preempted: checkpoints, exits 143
-    assert wait_for(lambda: run_file(run)["attempts"] == 2, timeout=120), run_file(run)
+    assert wait_for(lambda: run_file(run)["attempts"] == 2, timeout=300), run_file(run)
     assert wait_for(lambda: len(resumed_from(run)) == 1 and latest_checkpoint(run) > resumed_from(run)[0])
     cluster.kill_node(spot)
     saved = latest_checkpoint(run)
     assert saved < steps, "killed too late to test anything"
-    assert wait_for(lambda: run_file(run)["attempts"] == 3, timeout=120), run_file(run)
+    assert wait_for(lambda: run_file(run)["attempts"] == 3, timeout=300), run_file(run)
     cluster.start_node({"spot": 1})                          # the replacement VM
     out, _ = launcher.communicate(timeout=600)
   finally:
