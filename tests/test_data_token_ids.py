@@ -287,6 +287,9 @@ if __name__ == "__main__":
   c.data.name, c.data.corpus, c.data.short_len, c.data.n_pairs = "mix", sys.argv[1], 16, 1
   it = Batches(resolve(c), 0, 1000, range(4), workers=2, prefetch=1)
   next(it)
+  deadline = time.time() + 60          # the workers start one after the other
+  while len(multiprocessing.active_children()) < 2 and time.time() < deadline:
+    time.sleep(0.2)
   print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
   time.sleep(600)
 """

@@ -70,10 +70,12 @@ def _per_step(make, steps: int) -> float:
 
 def _workers_per_step(cfg, workers: int, steps: int) -> float:
   """Seconds per step at which ``workers`` grain processes deliver batches: the interval
-  over ``steps`` batches after the first (which waits for the workers to start)."""
+  over ``steps`` batches after each worker's first (the workers start one after the other,
+  in a second or two each, and the steps go to them in turn)."""
   from hybrid_jax.data.pipeline import Batches
-  with Batches(cfg, 0, steps + 1, range(cfg.train.batch_size), workers, prefetch=2) as it:
-    next(it)
+  with Batches(cfg, 0, steps + workers, range(cfg.train.batch_size), workers, prefetch=2) as it:
+    for _ in range(workers):
+      next(it)
     t0 = time.perf_counter()
     for _ in range(steps):
       next(it)
