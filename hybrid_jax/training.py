@@ -86,10 +86,11 @@ def help_text(argv) -> str:
            "[--local_processes N] [--quiet]",
            "", DESCRIPTION,
            "", "flags:"]
-  for name in ("config", "workdir", "coordinator", "num_processes", "process_id"):
-    flag = fv[name]
-    default = config_file or DEFAULT_CONFIG if name == "config" else flag.default
-    lines.append(f"  --{name}: {flag.help} (default: {default})")
+  defaults = dict(config=config_file or "the toy CPU config, hybrid_jax/configs/default.py",
+                  workdir="none: required", coordinator="none: one process",
+                  num_processes="none: one process", process_id="none: one process")
+  for name, default in defaults.items():
+    lines.append(f"  --{name}: {fv[name].help} (default: {default})")
   lines.append(f"  --local_processes: {LOCAL_PROCESSES_HELP} (default: 1)")
   lines += [f"  {k}: {v}" for k, v in SWITCHES.items()]
   lines += ["  -h, --help: Show this message and exit.", "",

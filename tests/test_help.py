@@ -146,6 +146,8 @@ def test_train_flags_each_have_a_help_text_and_one_default_unless_a_switch(helps
     assert help_text.strip(), line
     switch = name in SWITCHES or name.endswith("--help")
     assert len(re.findall(r"\(default\b", help_text)) == (0 if switch else 1), line
+    # what absent means, and no path of the machine the package is installed on
+    assert "(default: None)" not in help_text and "(default: /" not in help_text, line
 
 
 def test_every_command_taking_config_overrides_shows_them_in_its_usage(helps):

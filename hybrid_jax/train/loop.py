@@ -49,6 +49,18 @@ def _summary_writer(logdir: str, purge_step):
   return SummaryWriter(logdir, purge_step=purge_step)
 
 
+def _close_quietly(writer):
+  """Close the TensorBoard writer; on a full or read-only disk its flush fails, and its own
+  atexit retry would print a traceback after the run's one-line error (metrics.jsonl holds
+  the same numbers), so its writers are closed for good instead."""
+  try:
+    writer.close()
+  except Exception:
+    for w in (getattr(writer, "event_writer", None), getattr(writer, "file_writer", None)):
+      if w is not None:
+        w.close = lambda: None
+
+
 class Preempted(Exception):
   """Training stopped on SIGTERM/SIGINT after saving a checkpoint."""
 
@@ -228,7 +240,7 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   finally:
     batches.close()
     bar.close()
-    writer.close()
+    _close_quietly(writer)
     ckpt.close()
   run.write_status("done", step, total)
   if run.writer:
