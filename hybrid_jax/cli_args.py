@@ -3,6 +3,7 @@
 ``--help`` shows each option's default."""
 
 import argparse
+import ast
 
 from hybrid_jax.errors import UserError
 
@@ -88,3 +89,23 @@ def unset(config, paths, allowed_prefix=""):
     if leaf not in node or not path.startswith(allowed_prefix):
       raise KeyError(f"unknown config key {path}")
     node[leaf] = None
+
+
+def literal(text: str):
+  """A Python literal when ``text`` is one (``20``, ``None``, ``{'a': 1}``), else the string."""
+  try:
+    return ast.literal_eval(text)
+  except (ValueError, SyntaxError):
+    return text
+
+
+def key_values(items, flag: str) -> dict:
+  """Repeated ``FLAG KEY=VALUE`` options (``--slurm``, ``--ray``) as a dict of ``literal``
+  values; an item without ``=`` is one UserError line."""
+  out = {}
+  for item in items:
+    if "=" not in item:
+      raise UserError(f"{flag} takes KEY=VALUE, got {item!r}")
+    key, value = item.split("=", 1)
+    out[key] = literal(value)
+  return out

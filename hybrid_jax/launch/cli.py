@@ -1,11 +1,10 @@
 """``hybrid-jax sweep submit|status|collect``: submit a grid of runs, show its status, or
 collect its metrics into one table."""
 
-import ast
 import sys
 from pathlib import Path
 
-from hybrid_jax.cli_args import ArgumentParser, usage
+from hybrid_jax.cli_args import ArgumentParser, key_values, literal, usage
 from hybrid_jax.errors import UserError
 from hybrid_jax.launch import report
 from hybrid_jax.run import collect_rows
@@ -20,10 +19,7 @@ def parse_overrides(args: list[str]) -> dict:
     if not a.startswith("--config.") or "=" not in a:
       raise ValueError(f"unrecognised argument {a!r} (overrides look like --config.train.steps=20)")
     key, value = a[len("--config."):].split("=", 1)
-    try:
-      out[key] = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-      out[key] = value
+    out[key] = literal(value)
   return out
 
 
@@ -89,15 +85,7 @@ def main(argv):
       overrides = parse_overrides(rest)
     except ValueError as e:
       raise UserError(str(e)) from None
-    slurm = {}
-    for item in args.slurm:
-      if "=" not in item:
-        raise UserError(f"--slurm takes KEY=VALUE, got {item!r}")
-      key, value = item.split("=", 1)
-      try:
-        slurm[key] = ast.literal_eval(value)
-      except (ValueError, SyntaxError):
-        slurm[key] = value
+    slurm = key_values(args.slurm, "--slurm")
     if args.parallel is not None and args.parallel < 1:
       raise UserError(f"--parallel must be >= 1, got {args.parallel}")
     if args.max_attempts < 1:

@@ -13,12 +13,12 @@ is what Ray's TPU support schedules; this module only translates the project's t
 names (``v5p:2x2x1``, ``v6e:4x4``, ``h100:8``, as ``sweep plan`` spells them).
 """
 
-import ast
 import dataclasses
 import json
 import math
 from pathlib import Path
 
+from hybrid_jax.cli_args import key_values
 from hybrid_jax.errors import UserError
 
 # --ray keys: per process unless said otherwise.
@@ -103,15 +103,7 @@ def ray_tpu_names(topology: str) -> tuple[str, str]:
 def parse_options(items: list[str], base: dict | None = None) -> dict:
   """``--ray KEY=VALUE`` items over the sweep file's ``ray=`` dict, checked: one UserError
   line for an unknown key or a value of the wrong type."""
-  out = dict(base or {})
-  for item in items:
-    if "=" not in item:
-      raise UserError(f"--ray takes KEY=VALUE, got {item!r}")
-    key, value = item.split("=", 1)
-    try:
-      out[key] = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-      out[key] = value
+  out = dict(base or {}, **key_values(items, "--ray"))
   for key, value in out.items():
     if key not in KEYS:
       raise UserError(f"--ray {key}: unknown key (one of {', '.join(KEYS)})")
