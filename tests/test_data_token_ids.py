@@ -36,13 +36,15 @@ def _prose(seed, chars):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-  """20 documents, a few long (about 6K bytes) and many short, and a BPE trained on them."""
+  """20 documents, a few long (about 6K bytes) and many short, a BPE trained on them, and
+  the ids of both tokenizers."""
   src = tmp_path_factory.mktemp("texts")
   _write(src, [f"Document {i}. " + _prose(i, 6000 if i % 5 == 0 else 120) for i in range(20)])
   out = tmp_path_factory.mktemp("built") / "corpus"
   C.build([str(src)], out, validation_fraction=0.2)
   corpus = C.open_corpus(out, "train")
   train_bpe((corpus[i] for i in range(len(corpus))), out, vocab_size=400)
+  C.tokenize(out, str(out))                  # the BPE's ids beside the byte ones build wrote
   return out
 
 
@@ -61,7 +63,6 @@ def test_stored_ids_decode_to_the_tokenizers_encoding_of_each_document(corpus, t
   from hybrid_jax.data.tokenizer import train_sentencepiece
   texts = C.open_corpus(corpus, "train")
   sp = train_sentencepiece((texts[i] for i in range(len(texts))), tmp_path, vocab_size=400)
-  C.tokenize(corpus, str(corpus))
   C.tokenize(corpus, str(sp), threads=2)
   for spec in ("byte", str(corpus), str(sp)):
     tok = load_tokenizer(spec)
@@ -159,11 +160,7 @@ def _contains(doc, piece):
 
 
 def test_pairs_are_inserted_as_their_tokenized_text(corpus):
-  cfg = _cfg(corpus, tokenizer=str(corpus), long_fraction=1.0, n_pairs=6) if (
-      I.ids_dir(corpus, str(corpus)) / I.META).is_file() else None
-  if cfg is None:
-    C.tokenize(corpus, str(corpus))
-    cfg = _cfg(corpus, tokenizer=str(corpus), long_fraction=1.0, n_pairs=6)
+  cfg = _cfg(corpus, tokenizer=str(corpus), long_fraction=1.0, n_pairs=6)
   src = TrainingMix(cfg.data, batch_size=4)
   tok = src.tokenizer
   for r in range(4):
@@ -185,8 +182,7 @@ def _runs(mask):
 def test_workers_give_the_in_process_batches_also_from_a_resumed_step(corpus):
   cfg = _cfg(corpus)
   rows = range(1, 4)
-  expected = [Batches(cfg, 0, 9, rows, workers=0)]
-  expected = list(expected[0])
+  expected = list(Batches(cfg, 0, 9, rows, workers=0))
   for start, workers in ((0, 2), (5, 1)):
     with Batches(cfg, start, 9, rows, workers=workers, prefetch=2) as it:
       got = list(it)

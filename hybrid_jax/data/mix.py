@@ -31,18 +31,17 @@ def max_pairs(seq_len: int) -> int:
   return seq_len // (4 * PAIR_CHARS)
 
 
-def sample_distance(rng, kind: str, lo: int, hi: int) -> int:
-  """An integer distance in [lo, hi]: floor of a log-uniform (or uniform) draw on [lo, hi+1)."""
-  if kind == "log_uniform":
-    return min(hi, int(np.exp(rng.uniform(np.log(lo), np.log(hi + 1)))))
-  return int(rng.integers(lo, hi + 1))
-
-
 def sample_distances(rng, kind: str, lo: int, hi: int, size: int) -> np.ndarray:
-  """``size`` draws of ``sample_distance``'s law at once."""
+  """``size`` integer distances in [lo, hi]: floors of log-uniform (or uniform) draws on
+  [lo, hi+1)."""
   if kind == "log_uniform":
     return np.minimum(hi, np.exp(rng.uniform(np.log(lo), np.log(hi + 1), size)).astype(np.int64))
   return rng.integers(lo, hi + 1, size=size)
+
+
+def sample_distance(rng, kind: str, lo: int, hi: int) -> int:
+  """One draw of ``sample_distances``' law."""
+  return int(sample_distances(rng, kind, lo, hi, 1)[0])
 
 
 def distance_cdf(kind: str, lo: int, hi: int, k):

@@ -12,6 +12,7 @@ import ml_collections
 
 from hybrid_jax.cli_args import ArgumentParser, usage
 from hybrid_jax.errors import UserError
+from hybrid_jax.run.config import EXECUTION_KEYS
 
 
 def _die(prog: str, message: str):
@@ -56,12 +57,14 @@ def _quiet_libtpu():
   os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
-# Data keys that do not change the compiled program (where rows come from and how they are
-# made; a tokenizer's vocabulary is model.vocab_size, hashed): hashed at their defaults, or
-# dropped where they are newer than committed plans, so changing them keeps a plan's records
-# and an unchanged config hashes as it did before the keys existed.
-HASHED_AS = {"corpus": "", "tokenizer": "byte"}
-UNHASHED = ("workers", "prefetch")
+# What the compile ignores: how batches are made and saves written (the run layer's
+# EXECUTION_KEYS), the data's files (hashed as their defaults, so plans made before a corpus
+# was named still match) and their fingerprint; a key the schema gained after the committed
+# plans counts only when set away from its default. (A tokenizer's vocabulary is
+# model.vocab_size, which is hashed.)
+HASHED_AS = {"data.corpus": "", "data.tokenizer": "byte"}
+UNHASHED = EXECUTION_KEYS + ("derived.data_fingerprint",)
+UNHASHED_AT_DEFAULT = {"model.swa_block_sizes": None}
 
 
 def config_hash(cfg, target) -> str | None:
@@ -70,14 +73,15 @@ def config_hash(cfg, target) -> str | None:
   if cfg is None:
     return None
   d = cfg.to_dict()
-  data, derived = d.get("data", {}), d.get("derived", {})
-  data.update({k: v for k, v in HASHED_AS.items() if k in data})
-  for k in UNHASHED:
-    data.pop(k, None)
-  derived.pop("data_fingerprint", None)
-  d.get("checkpoint", {}).pop("async_save", None)   # how a save is written, not what compiles
-  if d.get("model", {}).get("swa_block_sizes", 0) is None:   # the default: plans before the key
-    d["model"].pop("swa_block_sizes")
+  sections = lambda paths: (((d.get(p.split(".")[0]) or {}), p.split(".")[1]) for p in paths)
+  for section, key in sections(UNHASHED):
+    section.pop(key, None)
+  for (section, key), value in zip(sections(HASHED_AS), HASHED_AS.values()):
+    if key in section:
+      section[key] = value
+  for (section, key), default in zip(sections(UNHASHED_AT_DEFAULT), UNHASHED_AT_DEFAULT.values()):
+    if key in section and section[key] == default:
+      section.pop(key)
   text = ml_collections.ConfigDict(d).to_json(sort_keys=True)
   return hashlib.sha256((text + target.name).encode()).hexdigest()[:16]
 

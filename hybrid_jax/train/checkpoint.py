@@ -48,7 +48,7 @@ class Checkpointer:
 
   def __init__(self, directory, ck, total_steps: int):
     self.directory = directory
-    self.async_save = bool(ck.get("async_save", True))
+    self.async_save = ck.async_save
     self.kept_steps = log_spaced_steps(total_steps, ck.log_per_octave, ck.log_min_step)
     options = ocp.CheckpointManagerOptions(
         save_decision_policy=sdp.AnySavePolicy([

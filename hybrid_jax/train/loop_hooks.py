@@ -23,13 +23,7 @@ class StepView:
   """Step ``step``'s outcome, handed to the hooks once the next step is dispatched."""
   step: int
   state: dict                      # the train state after ``step`` (on device)
-  metrics: dict                    # its metrics (device arrays until ``read``)
-
-  def read(self) -> dict:
-    """The metrics as floats: waits for this step (not the one queued behind it)."""
-    if not isinstance(next(iter(self.metrics.values()), 0.0), float):
-      self.metrics = {k: float(v) for k, v in jax.device_get(self.metrics).items()}
-    return self.metrics
+  metrics: dict                    # its metrics, on device
 
 
 class LoopHook:
@@ -58,7 +52,8 @@ class MetricsHook(LoopHook):
     self.t_last, self.step_last, self.wait_last = time.perf_counter(), start, 0.0
 
   def __call__(self, view: StepView):
-    step, metrics = view.step, view.read()
+    step = view.step             # reading the metrics waits for this step, not the queued one
+    metrics = {k: float(v) for k, v in jax.device_get(view.metrics).items()}
     self.watch.check(step, metrics["loss"])
     now = time.perf_counter()
     tps = (step - self.step_last) * self.tokens_per_step / max(now - self.t_last, 1e-9)
