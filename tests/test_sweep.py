@@ -46,9 +46,9 @@ def _backend_log(line: str) -> bool:
   return line.startswith(("WARNING: All log messages before absl", "I0000 ", "W0000 ", "E0000 "))
 
 
-def cli(*args, timeout=600):
+def cli(*args, timeout=600, env=None):
   r = subprocess.run([sys.executable, "-m", "hybrid_jax.cli", *args], capture_output=True,
-                     text=True, timeout=timeout)
+                     text=True, timeout=timeout, env=env)
   r.stderr = "".join(l for l in r.stderr.splitlines(keepends=True) if not _backend_log(l))
   return r
 
