@@ -23,7 +23,7 @@ COMMANDS = {
     "eval": ("hybrid_jax.eval.cli", "Evaluate every checkpoint of a run not yet evaluated."),
     "sweep": ("hybrid_jax.launch.cli", "Submit a grid of runs, plan its cost, show its status, or collect its metrics."),
     "plot": ("hybrid_jax.plot.cli", "Draw emergence or scaling figures from run directories."),
-    "fit-scaling": ("hybrid_jax.analysis.scaling", "Fit L(N, D) scaling laws to a collected table."),
+    "fit-scaling": ("hybrid_jax.analysis.scaling.cli", "Fit L(N, D) scaling laws to a collected table."),
     "data": ("hybrid_jax.data.cli", "Build a corpus, train a tokenizer, or show examples."),
     "bench": ("hybrid_jax.bench.cli", "Print speed figures (bench train|mesh|data|eval|kernels|mixers)."),
     "analyze": ("hybrid_jax.analysis.mechanism.cli", "Run a mechanism analysis of one checkpoint."),
