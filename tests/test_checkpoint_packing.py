@@ -6,6 +6,7 @@ sharded or large state is saved array by array."""
 import subprocess
 import sys
 import textwrap
+import threading
 
 import jax
 import numpy as np
@@ -129,3 +130,50 @@ def test_a_sharded_state_is_not_packed_and_a_replicated_one_is():
                      capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr[-2000:]
   assert r.stdout.split() == ["False", "True"]
+
+
+
+def test_an_async_save_of_a_large_state_copies_it_before_the_next_step_takes_its_buffers(tiny, tmp_path, monkeypatch):
+  """Above the packing size the state is copied array by array to host memory before
+  ``save`` returns: the next step donates the device buffers, and the checkpoint written
+  afterwards in the thread still holds the state as it was when saved."""
+  monkeypatch.setattr(packed_state, "PACK_MAX_BYTES", 0)
+  cfg, state = _state(tiny)
+  expected = jax.tree.map(lambda x: np.array(x, copy=True), state)
+  abstract = _abstract(state)
+  ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
+  gate = threading.Event()
+  write = ckpt._write
+  monkeypatch.setattr(ckpt, "_write", lambda *a: (gate.wait(60), write(*a)))
+  assert ckpt.thread is not None and ckpt.save(4, state, force=True)
+  step = jax.jit(lambda s: jax.tree.map(lambda x: x * 0 + 7, s), donate_argnums=0)
+  jax.block_until_ready(step(state))            # the state's buffers are the next step's now
+  assert all(x.is_deleted() for x in jax.tree.leaves(state))
+  gate.set()
+  ckpt.wait()
+  assert not packed_state.is_packed(_saved_arrays(tmp_path / "checkpoints", 4)[0])
+  _assert_bitwise(ckpt.restore(4, abstract), expected)
+  ckpt.close()
+
+
+def test_a_rolling_save_due_while_one_is_written_is_skipped_but_kept_steps_are_not(tiny, tmp_path, monkeypatch):
+  """The loop never waits for a save to start another rolling one: that save is skipped and
+  counted. A kept (log-spaced) step waits for the one in flight and saves."""
+  c = tiny(steps=1000)
+  c.checkpoint.every = 1
+  cfg = resolve(c)
+  state = init_state(cfg)[2]
+  ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
+  gate = threading.Event()
+  write = ckpt._write
+  monkeypatch.setattr(ckpt, "_write", lambda *a: (gate.wait(60), write(*a)))
+  kept = next(s for s in ckpt.kept_steps if s > 100 and s - 2 not in ckpt.kept_steps
+              and s - 1 not in ckpt.kept_steps)
+  assert ckpt.save(kept - 2, state)                  # being written until the gate opens
+  assert not ckpt.save(kept - 1, state) and ckpt.skipped == 1
+  threading.Timer(0.5, gate.set).start()
+  assert ckpt.save(kept, state)                      # kept: waits for the one in flight
+  ckpt.wait()
+  steps = ckpt.all_steps()
+  assert kept in steps and kept - 1 not in steps, steps
+  ckpt.close()

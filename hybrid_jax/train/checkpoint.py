@@ -4,8 +4,12 @@ temporary directory and renames it when complete, so a crash never leaves a torn
 A small unsharded state is saved packed (``hybrid_jax.run.packed_state``: orbax's cost is
 per array); either form restores."""
 
+import concurrent.futures
 import contextlib
 import logging
+
+import jax
+import numpy as np
 
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as pp
@@ -40,16 +44,35 @@ def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> li
   return sorted(steps)
 
 
+def host_copy(state):
+  """The state as host arrays of its own: the next step donates the device buffers, and on
+  the CPU ``np.asarray`` of a jax array is a view of them."""
+  if packed_state.packable(state):
+    return packed_state.pack(state)            # concatenates: a copy already
+  return jax.tree.map(lambda x: np.array(x, copy=True), state)
+
+
 class Checkpointer:
-  """Saves are asynchronous by default (``checkpoint.async_save``): ``save`` returns once the
-  state is copied to host memory and orbax writes it in a thread; the next save, ``wait``
-  and ``close`` wait for it. Orbax writes into a temporary directory renamed when complete,
-  so a process killed mid-write leaves no step that restore accepts."""
+  """Saves are asynchronous by default (``checkpoint.async_save``). In one process ``save``
+  copies the state to host arrays and returns; one thread of ours runs orbax's whole save
+  (write, rename, deletion of the superseded step) while the loop trains on. A rolling save
+  due while the one before is still being written is skipped (the next due step saves), so
+  a save never makes the loop wait for another; the log-spaced kept steps, the last step and
+  forced saves always save, after the one in flight. Across processes orbax's own async
+  checkpointer runs the save (every process writes its shards; the loop waits for the
+  device-to-host copy). Orbax writes into a temporary directory renamed when complete, so a
+  process killed mid-write leaves no step that restore accepts."""
 
   def __init__(self, directory, ck, total_steps: int):
     self.directory = directory
     self.async_save = ck.async_save
     self.kept_steps = log_spaced_steps(total_steps, ck.log_per_octave, ck.log_min_step)
+    self.kept_set, self.every, self.skipped = set(self.kept_steps), ck.every, 0
+    # Our thread in one process; orbax's async checkpointer across processes (see above).
+    self.thread = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="checkpoint")
+                   if ck.async_save and jax.process_count() == 1 else None)
+    self.in_flight = None                    # the thread's save being written (a Future)
+    orbax_async = ck.async_save and self.thread is None
     options = ocp.CheckpointManagerOptions(
         save_decision_policy=sdp.AnySavePolicy([
             sdp.SpecificStepsPolicy(self.kept_steps), sdp.FixedIntervalPolicy(ck.every)]),
@@ -57,10 +80,10 @@ class Checkpointer:
             pp.CustomSteps(self.kept_steps), pp.LatestN(1)]),
         # Partial saves are removed by ``train.resume`` before any restore, synchronously:
         # orbax's own cleanup runs in a thread and raced it over the same directories.
-        enable_async_checkpointing=self.async_save, cleanup_tmp_directories=False, create=True,
+        enable_async_checkpointing=orbax_async, cleanup_tmp_directories=False, create=True,
         # The rolling checkpoint's predecessor is deleted in a thread, not inside ``save``;
         # a crash mid-delete leaves an older step the resume skips as corrupt if it is newest.
-        enable_background_delete=self.async_save)
+        enable_background_delete=orbax_async)
     quiet_orbax_noise()             # orbax's closed-event-loop and disk-error echoes, process-wide
     with quiet_orbax_logs():        # a corrupt step's metadata: resume reports it in one line
       self.manager = ocp.CheckpointManager(directory, options=options,
@@ -74,21 +97,43 @@ class Checkpointer:
     return list(self.manager.all_steps())
 
   def should_save(self, step: int) -> bool:
-    return self.manager.should_save(step)
+    """Orbax's policy (kept steps, every ``checkpoint.every``); with our thread, the same rule
+    read without touching the manager the thread is saving through."""
+    if self.thread is None:
+      return self.manager.should_save(step)
+    return step in self.kept_set or step % self.every == 0
 
   def save(self, step: int, state, force: bool = False) -> bool:
     """Start saving ``step`` (synchronous saves also finish it); False when the policy skips
-    the step."""
-    if not (force or self.manager.should_save(step)):
+    the step, or (async, one process) when it is a rolling save due while another is being
+    written."""
+    if not (force or self.should_save(step)):
       return False                          # no host copy on the steps that are not saved
-    item = packed_state.pack(state) if packed_state.packable(state) else state
-    saved = self.manager.save(step, args=ocp.args.StandardSave(item), force=force)
-    if not self.async_save:
-      self.manager.wait_until_finished()
-    return saved
+    if self.thread is None:
+      item = packed_state.pack(state) if packed_state.packable(state) else state
+      saved = self.manager.save(step, args=ocp.args.StandardSave(item), force=force)
+      if not self.async_save:
+        self.manager.wait_until_finished()
+      return saved
+    if self.in_flight is not None and not self.in_flight.done():
+      if not (force or step in self.kept_set):
+        self.skipped += 1
+        return False
+    self.wait()                             # the previous save's error, if any, raises here
+    item = host_copy(state)
+    self.in_flight = self.thread.submit(self._write, step, item, force)
+    return True
+
+  def _write(self, step: int, item, force: bool):
+    """In the checkpoint thread: orbax's synchronous save, then the superseded step deleted."""
+    self.manager.save(step, args=ocp.args.StandardSave(item), force=force)
+    self.manager.wait_until_finished()
 
   def wait(self):
     """Until the save in flight (if any) is on disk; its error, if it failed, raises here."""
+    if self.in_flight is not None:
+      future, self.in_flight = self.in_flight, None
+      future.result()
     self.manager.wait_until_finished()
 
   def reload(self):
@@ -106,6 +151,8 @@ class Checkpointer:
 
   def close(self):
     try:
-      self.manager.wait_until_finished()
+      self.wait()
     finally:
+      if self.thread is not None:
+        self.thread.shutdown(wait=True)
       self.manager.close()
