@@ -7,11 +7,11 @@ land on this process's first local device whatever mesh the run was trained on.
 
 import jax
 
+from hybrid_jax.core.params_state import abstract_model
 from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.resolve import resolve
 from hybrid_jax.run import RunDirError, checkpoint_steps, load_config
 from hybrid_jax.run.restore import open_read_only, restore_params
-from hybrid_jax.train.state import abstract_model
 
 
 class LoadError(RunDirError):

@@ -1,6 +1,7 @@
 """``resolve``: the one place a requested config becomes a run's config. It composes each
-package's own check (``model.config_rules``, ``data.config_rules``, ``eval.settings`` and
-the configs leaf's train/checkpoint/mesh rules), fills the shape fields and derives the
+package's own check (``model.config_rules``, ``data.config_rules``, the eval section's
+``core.eval_settings``: eval resolves the runs it reads, so its rules sit below this module,
+and the configs leaf's train/checkpoint/mesh rules), fills the shape fields and derives the
 step budget. Every failure is one ConfigError line naming the field, before any compute.
 
 A train command resolves once (the CLI); functions that read ``derived`` or filled shape
@@ -11,9 +12,9 @@ import copy
 import ml_collections
 
 from hybrid_jax.configs import rules
+from hybrid_jax.core.eval_settings import check_eval_section
 from hybrid_jax.data.config_rules import check_data, data_fingerprint
 from hybrid_jax.data.tokenizer import load_tokenizer
-from hybrid_jax.eval.settings import check_eval_section
 from hybrid_jax.model import params
 from hybrid_jax.model.config_rules import resolve_model
 

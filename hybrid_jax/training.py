@@ -15,8 +15,8 @@ from absl import flags
 from ml_collections import config_flags
 
 from hybrid_jax.cli_args import unset, unset_overrides
+from hybrid_jax.core.hooks import Hook
 from hybrid_jax.errors import UserError, one_line
-from hybrid_jax.train.hooks import Hook
 
 # The trainer, evaluation, figures and resolve import JAX or matplotlib (seconds, measured:
 # `train --help` takes 0.6 s with them deferred, over 10 s without), so the functions that

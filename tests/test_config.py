@@ -163,7 +163,7 @@ from pathlib import Path  # noqa: E402
 
 import hybrid_jax.resolve  # noqa: E402
 from hybrid_jax.configs import is_resolved  # noqa: E402
-from hybrid_jax.eval.settings import EvalSettings  # noqa: E402
+from hybrid_jax.core.eval_settings import EvalSettings  # noqa: E402
 from hybrid_jax.model.config import ModelConfig  # noqa: E402
 from hybrid_jax.model.flops import model_flops_per_token  # noqa: E402
 from hybrid_jax.resolve import ensure_resolved  # noqa: E402

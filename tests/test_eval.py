@@ -13,11 +13,11 @@ import pytest
 from conftest import tiny_config
 from hybrid_jax import cli
 from hybrid_jax.data import synthetic as syn
-from hybrid_jax.eval import settings as eval_settings
+from hybrid_jax.core import eval_settings
 from hybrid_jax.eval.checkpoints import EvalInputError
 from hybrid_jax.eval.evaluate import evaluate_run
 from hybrid_jax.eval.longppl import LongPPLEval, truncated_index
-from hybrid_jax.eval.settings import EvalSettings
+from hybrid_jax.core.eval_settings import EvalSettings
 from hybrid_jax.train.loop import Preempted
 from hybrid_jax.training import train
 from hybrid_jax.run import RunDir, RunDirError

@@ -5,13 +5,13 @@ import jax
 import pytest
 
 from conftest import tiny_config
+from hybrid_jax.core.hooks import Hook
 from hybrid_jax.eval.checkpoints import RunModels
 from hybrid_jax.eval.evaluate import TrainingEval
 from hybrid_jax.loading import load_run
 from hybrid_jax.resolve import resolve
 from hybrid_jax.run import RunDir, checkpoint_steps
 from hybrid_jax.train import optim, state
-from hybrid_jax.train.hooks import Hook
 from hybrid_jax.train.loop import train
 from hybrid_jax.training import CurvesAtEnd, standard_hooks
 

@@ -78,7 +78,7 @@ LAYERS = readme_layers()
 
 def unit_of(module: str) -> tuple[int, str]:
   """(layer, unit): the longest name of the layer order that holds ``module``; units are
-  packages (``hybrid_jax.train``) or modules listed alone (``hybrid_jax.eval.settings``)."""
+  whole packages (``hybrid_jax.train``) or top-level modules (``hybrid_jax.resolve``)."""
   best = None
   for i, names in enumerate(LAYERS):
     for n in names:
@@ -96,12 +96,10 @@ def layer_of(module: str) -> int:
 
 
 def package_of(module: str) -> str:
-  """The unit, split further into the subpackages of the top-level packages (so that two
-  subpackages of pallas_kernels or experiments may not form a cycle either)."""
-  unit = unit_of(module)[1]
-  if unit in ROOTS and module != unit:
-    return ".".join(module.split(".")[:2])
-  return unit
+  """The package (or top-level module) of the tree that holds ``module``, one level below its
+  root (so that two subpackages of pallas_kernels or experiments may not form a cycle
+  either), whatever the README lists."""
+  return module if module in ROOTS else ".".join(module.split(".")[:2])
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -144,6 +142,16 @@ def test_the_layer_order_is_written_and_every_module_has_a_layer():
     assert n in MODULES, f"the README's layer order names {n}, which is no module"
   for module in MODULES:
     layer_of(module)
+
+
+def test_every_unit_of_the_layer_order_is_a_whole_package_or_top_level_module():
+  """A package's module listed as a layer of its own would let the package sit on both sides
+  of another (``hybrid_jax.eval.settings`` once did: eval imported resolve and train, and
+  resolve imported eval's settings), a cycle between packages hidden by the layer order."""
+  names = [n for layer in LAYERS for n in layer]
+  split = [n for n in names if n.count(".") > 1       # listed ``hybrid_jax`` is its __init__ only
+           or any(n.startswith(m + ".") for m in names if m != "hybrid_jax")]
+  assert not split, f"the README's layer order lists part of a package as a unit: {split}"
 
 
 def test_no_import_reaches_a_higher_layer():

@@ -10,7 +10,7 @@ import pytest
 
 from hybrid_jax.data import synthetic as S
 from hybrid_jax.data import synthetic_tasks, task_families, tasks
-from hybrid_jax.eval import settings as eval_settings
+from hybrid_jax.core import eval_settings
 
 
 @pytest.mark.parametrize("length", [synthetic_tasks.min_length("kv_recall"), 128, 1000])

@@ -171,7 +171,7 @@ KILL_MID_SAVE = """
 import os, signal, sys
 from hybrid_jax.training import parse_train_flags
 from hybrid_jax.train import loop
-from hybrid_jax.train.hooks import Hook
+from hybrid_jax.core.hooks import Hook
 
 class KillMidSave(Hook):
   def checkpoint(self, step):        # the save has begun: orbax writes it in a thread now

@@ -3,11 +3,11 @@ run (a read-only orbax manager, params only; see ``hybrid_jax.run.checkpoints``)
 
 import jax
 
+from hybrid_jax.core.params_state import abstract_model
 from hybrid_jax.errors import UserError
 from hybrid_jax.resolve import resolve
 from hybrid_jax.run import RunDir, checkpoint_steps, load_config
 from hybrid_jax.run.restore import open_read_only, restore_params
-from hybrid_jax.train.state import abstract_model
 
 
 class EvalInputError(UserError, ValueError):

@@ -6,15 +6,15 @@ import time
 import jax
 
 from hybrid_jax.configs import ConfigError
+from hybrid_jax.core.eval_settings import EvalSettings
+from hybrid_jax.core.hooks import Hook
 from hybrid_jax.eval.checkpoints import EvalInputError, RunModels
 from hybrid_jax.eval.heldout import ShortLossEval
 from hybrid_jax.eval.longppl import LongPPLEval
 from hybrid_jax.eval.retrieval import RetrievalEval
 from hybrid_jax.eval.scoring import Scorer
-from hybrid_jax.eval.settings import EvalSettings
 from hybrid_jax.resolve import ensure_resolved
 from hybrid_jax.run import RunDir, checkpoint_steps, load_config
-from hybrid_jax.train.hooks import Hook
 
 
 class Evaluator:

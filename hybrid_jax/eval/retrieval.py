@@ -9,7 +9,7 @@ and checkpoint, so curves compare like with like.
 import numpy as np
 
 from hybrid_jax import data
-from hybrid_jax.eval import settings as eval_settings
+from hybrid_jax.core import eval_settings
 from hybrid_jax.eval.scoring import shift_tokens
 
 

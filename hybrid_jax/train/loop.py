@@ -7,6 +7,7 @@ import sys
 
 import jax
 
+from hybrid_jax.core.hooks import Hook, is_eval_step
 from hybrid_jax.data.pipeline import Batches, resolve_workers
 from hybrid_jax.errors import UserError
 from hybrid_jax.resolve import ensure_resolved
@@ -14,7 +15,6 @@ from hybrid_jax.run import RunDir
 from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.failures import disk_error
-from hybrid_jax.train.hooks import Hook, is_eval_step
 from hybrid_jax.train.loop_hooks import CheckpointHook, EvalHook, MetricsHook, StepView
 from hybrid_jax.train.progress import Progress
 from hybrid_jax.train.resume import (compute_setup, remove_partial_saves, report_metrics_gap,

@@ -1,20 +1,16 @@
-"""The train state, apart from the loop that advances it: readers of a run (evaluation,
-loading, analyses, benches) build the model's structure here, params only, and never the
-optimizer moments."""
+"""The train state, apart from the loop that advances it: params and optimizer moments. The
+params-only state that readers of a run build lives below (``hybrid_jax.core.params_state``)."""
 
 import jax
 import numpy as np
 
 from hybrid_jax.configs import require_resolved
+# init_params is imported from here too (bench.eval): the params-only state moved to core.
+from hybrid_jax.core.params_state import abstract_model, init_params  # noqa: F401
 from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import build_model
 from hybrid_jax.train import sharding
 from hybrid_jax.train.optim import make_optimizer
-
-
-def abstract_model(model_cfg, seed: int = 0):
-  """(graphdef, abstract params, rest): the model's structure with no array allocated."""
-  return nnx.split(nnx.eval_shape(lambda: build_model(model_cfg, seed)), nnx.Param, ...)
 
 
 def init_state(cfg, mesh=None):
@@ -62,15 +58,3 @@ def abstract_state(cfg, mesh):
   state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
                        state, shardings)
   return graphdef, rest, tx, state, shardings
-
-
-def init_params(cfg):
-  """(graphdef, rest, params): the model's initial parameters without optimizer moments."""
-  require_resolved(cfg, "init_params")
-
-  def init():
-    _, params, rest = nnx.split(build_model(cfg.model, cfg.train.seed), nnx.Param, ...)
-    return params, rest
-
-  params, rest = jax.jit(init)()
-  return abstract_model(cfg.model, cfg.train.seed)[0], rest, params

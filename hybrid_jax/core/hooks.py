@@ -1,6 +1,7 @@
 """What the loop lets others do at its steps, without it importing them: the train command
 passes training-time evaluation and the end-of-run figure as hooks, so the loop depends on
-neither ``eval/`` nor ``plot/``. Every method is optional (this base does nothing)."""
+neither ``eval/`` nor ``plot/``, and evaluation's hook depends on nothing of ``train/``.
+Every method is optional (this base does nothing)."""
 
 
 class Hook:

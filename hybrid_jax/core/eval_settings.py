@@ -1,4 +1,6 @@
-"""Evaluation settings: the ``eval`` config section, its rules, and a settings id.
+"""Evaluation settings: the ``eval`` config section, its rules, and a settings id. Below
+``resolve``, which composes these rules with every other section's, and below ``eval``,
+which resolves the configs of the runs it reads (so they cannot live in ``eval/``).
 
 Two evaluations are the same when every setting that can change a number is the same; the
 id (a hash of those settings) tags each eval.jsonl record, so a rerun with the same settings
