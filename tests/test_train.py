@@ -168,14 +168,18 @@ def test_sigterm_saves_marks_preempted_and_resumes_exactly(tmp_path, config_file
 
 
 KILL_MID_SAVE = """
-import os, signal, sys
+import os, pathlib, signal, sys, time
 from hybrid_jax.training import parse_train_flags
 from hybrid_jax.train import loop
 from hybrid_jax.core.hooks import Hook
 
 class KillMidSave(Hook):
-  def checkpoint(self, step):        # the save has begun: orbax writes it in a thread now
+  def checkpoint(self, step):        # the save has begun: the checkpoint thread writes it
     if step == 8:
+      saves = pathlib.Path(workdir) / "checkpoints"
+      deadline = time.time() + 10    # killed once its temporary directory is on disk
+      while time.time() < deadline and not any("8" in p.name for p in saves.iterdir()):
+        time.sleep(0.001)
       os.kill(os.getpid(), signal.SIGKILL)
 
 cfg, workdir = parse_train_flags(sys.argv[1:])
