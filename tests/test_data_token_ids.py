@@ -208,6 +208,22 @@ def test_a_killed_worker_is_a_one_line_error_not_a_hang(corpus):
   assert "worker process died" in str(e.value) and "\n" not in str(e.value)
 
 
+def test_workers_run_below_the_trainers_priority(corpus):
+  """Where workers share cores with the trainer (a CPU run, a small host) its step comes
+  first: the workers are niced by ``WORKER_NICE`` relative to the trainer."""
+  from hybrid_jax.data.pipeline import WORKER_NICE
+  before = set(_children())
+  with Batches(_cfg(corpus), 0, 10_000, range(4), workers=2, prefetch=1) as it:
+    next(it)
+    workers = [p for p in _children() if p not in before]
+    assert workers
+    own, want = os.getpriority(os.PRIO_PROCESS, 0), [min(os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICE, 19)] * len(workers)
+    deadline = time.monotonic() + 30               # a worker still starting has not niced yet
+    while time.monotonic() < deadline and [os.getpriority(os.PRIO_PROCESS, w) for w in workers] != want:
+      time.sleep(0.1)
+    assert [os.getpriority(os.PRIO_PROCESS, w) for w in workers] == want, own
+
+
 def _children():
   import multiprocessing
   return [p.pid for p in multiprocessing.active_children()]
