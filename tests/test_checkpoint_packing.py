@@ -3,6 +3,7 @@ few flat arrays and restores bitwise, for the trainer and for readers of the par
 per-array checkpoints still restore; another model's checkpoint is refused in one line; a
 sharded or large state is saved array by array."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ import pytest
 from hybrid_jax.resolve import resolve
 from hybrid_jax.run import RunDirError, packed_state
 from hybrid_jax.run.restore import open_read_only, restore_params
-from hybrid_jax.train.checkpoint import Checkpointer
+from hybrid_jax.train.checkpoint import SAVE_NICE, Checkpointer
 from hybrid_jax.train.state import abstract_model, init_state
 
 
@@ -176,4 +177,12 @@ def test_a_rolling_save_due_while_one_is_written_is_skipped_but_kept_steps_are_n
   ckpt.wait()
   steps = ckpt.all_steps()
   assert kept in steps and kept - 1 not in steps, steps
+  ckpt.close()
+
+
+def test_the_checkpoint_thread_runs_below_the_trainers_priority(tiny, tmp_path):
+  cfg, state = _state(tiny)
+  ckpt = Checkpointer(tmp_path / "checkpoints", cfg.checkpoint, cfg.derived.steps)
+  seen = ckpt.thread.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
+  assert seen == min(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + SAVE_NICE, 19)
   ckpt.close()

@@ -7,6 +7,8 @@ per array); either form restores."""
 import concurrent.futures
 import contextlib
 import logging
+import os
+import threading
 
 import jax
 import numpy as np
@@ -44,6 +46,20 @@ def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> li
   return sorted(steps)
 
 
+SAVE_NICE = 10
+
+
+def lower_thread_priority():
+  """The checkpoint thread (and the threads orbax starts from it, which inherit it) runs
+  niced: on a host whose cores also run the step (a CPU run) the step comes first and the
+  save takes longer, which the skipped rolling saves absorb."""
+  try:
+    tid = threading.get_native_id()
+    os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + SAVE_NICE)
+  except (OSError, AttributeError):      # not permitted, or no per-thread priority here
+    pass
+
+
 def host_copy(state):
   """The state as host arrays of its own: the next step donates the device buffers, and on
   the CPU ``np.asarray`` of a jax array is a view of them."""
@@ -69,7 +85,8 @@ class Checkpointer:
     self.kept_steps = log_spaced_steps(total_steps, ck.log_per_octave, ck.log_min_step)
     self.kept_set, self.every, self.skipped = set(self.kept_steps), ck.every, 0
     # Our thread in one process; orbax's async checkpointer across processes (see above).
-    self.thread = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="checkpoint")
+    self.thread = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="checkpoint",
+                                                         initializer=lower_thread_priority)
                    if ck.async_save and jax.process_count() == 1 else None)
     self.in_flight = None                    # the thread's save being written (a Future)
     orbax_async = ck.async_save and self.thread is None
