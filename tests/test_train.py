@@ -259,3 +259,22 @@ def test_answer_accuracy_counts_answers_whose_target_has_the_top_logit():
   expected = jnp.sum((jnp.argmax(logits, -1) == targets) & mask) / mask.sum()
   assert 0 < float(expected) < 1
   np.testing.assert_allclose(float(metrics["answer_acc"]), float(expected), rtol=1e-6)
+
+
+def test_saves_slower_than_the_checkpoint_interval_skip_rolling_saves_not_steps_or_results(tmp_path, monkeypatch, capsys):
+  """checkpoint.every=1 with saves slower than a step: the loop does not wait for each save;
+  rolling saves due mid-write are skipped and counted, the last step is still saved, and the
+  losses are those of a run that saved rarely."""
+  from hybrid_jax.train.checkpoint import Checkpointer
+  write = Checkpointer._write
+  monkeypatch.setattr(Checkpointer, "_write", lambda self, *a: (time.sleep(0.3), write(self, *a)))
+  c = tiny_config(steps=10)
+  c.checkpoint.every, c.checkpoint.log_per_octave = 1, 0
+  train(c, tmp_path / "often", progress=False)
+  said = capsys.readouterr().err
+  assert "rolling checkpoint(s) skipped" in said and "checkpoint.every=1 " in said, said
+  kept = sorted(int(p.name) for p in RunDir(tmp_path / "often").checkpoint_dir.iterdir() if p.name.isdigit())
+  assert kept == [10]
+  c.checkpoint.every = 1000
+  train(c, tmp_path / "rarely", progress=False)
+  assert _curve(tmp_path / "often") == _curve(tmp_path / "rarely")

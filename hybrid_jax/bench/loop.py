@@ -11,7 +11,10 @@ ratio to a baseline measured in the same run.
 """
 
 import argparse
+import contextlib
+import io
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -56,15 +59,20 @@ def cadence(args, tmp) -> list[dict]:
   variants = {"every 1000": dict(every=1000), "every 1, async": dict(every=1, async_save=True),
               "every 1, sync": dict(every=1, async_save=False)}
   seconds = {k: [] for k in variants}
+  skipped = {k: [] for k in variants}
   for r in range(args.rounds):
     for name, ck in variants.items():
       cfg = resolve(_toy(args.steps, **ck))
       workdir = Path(tmp) / f"{name.replace(' ', '_').replace(',', '')}_{r}"
-      loop.train(cfg, workdir, progress=False)
+      said = io.StringIO()
+      with contextlib.redirect_stderr(said):     # the loop's count of skipped rolling saves
+        loop.train(cfg, workdir, progress=False)
       seconds[name].append(_step_seconds(workdir, cfg))
+      skipped[name].append(int(m.group(1)) if (m := re.search(r"(\d+) rolling checkpoint", said.getvalue())) else 0)
   base = statistics.median(seconds["every 1000"])
   return [dict(part="cadence", variant=k, step_ms=round(1e3 * statistics.median(v), 2),
                ratio_to_every_1000=round(statistics.median(v) / base, 3),
+               rolling_saves_skipped=statistics.median(skipped[k]),
                **({"target": 1.15, "meets": statistics.median(v) / base <= 1.15}
                   if k == "every 1, async" else {}))
           for k, v in seconds.items()]

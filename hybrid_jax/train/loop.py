@@ -243,6 +243,10 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
     _close_quietly(writer)
     ckpt.close()
   run.write_status("done", step, total)
+  if ckpt.skipped:
+    print(f"hybrid-jax: {ckpt.skipped} rolling checkpoint(s) skipped: each was due while the one "
+          f"before was still being written (checkpoint.every={cfg.checkpoint.every} steps is "
+          f"shorter than a save)", file=sys.stderr, flush=True)
   if run.writer:
     for hook in hooks:
       hook.end(run)
