@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from hybrid_jax.bench import BenchError, cli, mixers, profile, train
+from hybrid_jax.bench import BenchError, cli, mixers, profile, train, train_measure, train_workers
 
 
 def test_mixers_report_attention_and_recurrent_ratios():
@@ -53,7 +53,7 @@ def test_one_thread_pins_both_sides_to_one_core_and_every_core_leaves_them_alone
   assert train.one_core(0) is None
   if hasattr(os, "sched_getaffinity"):
     probe = [sys.executable, "-c", 'import json, os; print(json.dumps({"cpus": sorted(os.sched_getaffinity(0))}))']
-    assert train._run(probe, train.thread_env(1), "probe", train.one_core(1)) == {"cpus": [train.one_core(1)]}
+    assert train_workers._run(probe, train.thread_env(1), "probe", train.one_core(1)) == {"cpus": [train.one_core(1)]}
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
@@ -339,7 +339,7 @@ def test_a_failed_worker_is_one_line_that_names_the_file_with_its_whole_output()
   code = "import sys; print('F0000 Check failed: the cause', file=sys.stderr); " \
          "print('    @ 0x7f PyObject_Vectorcall', file=sys.stderr); sys.exit(1)"
   with pytest.raises(BenchError) as e:
-    train._run([sys.executable, "-c", code], dict(os.environ), "project worker (toy)")
+    train_workers._run([sys.executable, "-c", code], dict(os.environ), "project worker (toy)")
   message = str(e.value)
   assert "\n" not in message and message.startswith("project worker (toy) failed: @ 0x7f")
   path = re.search(r"its whole output: (\S+)\)$", message).group(1)
@@ -349,6 +349,6 @@ def test_a_failed_worker_is_one_line_that_names_the_file_with_its_whole_output()
 
 def test_the_host_breakdown_times_a_save_beside_the_per_array_baseline(tiny):
   from hybrid_jax.resolve import resolve
-  host = train.host_seconds(resolve(tiny()), reps=2)
+  host = train_measure.host_seconds(resolve(tiny()), reps=2)
   assert {"checkpoint_check", "checkpoint_save", "checkpoint_save_per_array"} <= set(host)
   assert 0 < host["checkpoint_save"] and 0 < host["checkpoint_save_per_array"]
