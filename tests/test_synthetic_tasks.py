@@ -122,3 +122,34 @@ def test_a_synthetic_run_is_evaluated_and_analysed_on_kv_recall(tmp_path, capsys
                    "--samples", "2"]) == 0
   heads = json.loads((run / "analysis" / "heads-step2.json").read_text())
   assert heads["task"] == "kv_recall" and np.array(heads["mass"], float).shape == (2, 4)
+
+
+@pytest.mark.parametrize("length", [synthetic_tasks.min_length("kv_recall_start"), 64, 300])
+def test_kv_recall_start_puts_the_fact_first_and_an_oracle_finds_the_answer(length):
+  for depth in (0.0, 0.25, 0.5, 1.0):
+    for index in range(4):
+      ex = synthetic_tasks.make_example("kv_recall_start", length=length, depth=depth, seed=3,
+                                        index=index, n_classes=8)
+      t, (a,) = ex.tokens, ex.answer_positions
+      assert t.shape == (length,) and t[0] == S.KV_MARK and list(ex.evidence_positions) == [2]
+      assert t[a - 2] == S.Q_MARK and t[a - 1] == t[1] and t[a] == t[2]   # Q key -> its value
+      kv = [i for i in range(a - 2) if t[i] == S.KV_MARK and t[i + 1] == t[a - 1]]
+      assert kv == [0]                                     # the asked key is written once
+      assert t[a] == S.VALUES[ex.answer_class]
+      assert (t == S.KV_MARK).sum() == synthetic_tasks.N_NEEDLES
+
+
+def test_kv_recall_start_gives_kv_recalls_distances_at_a_fixed_offset():
+  """Same depth: the same query-to-fact distance as kv_recall (within the facts between
+  them), the fact at offset 0 instead of at depth x length."""
+  length = 256
+  for depth in (0.0, 0.25, 0.5, 0.75):
+    for index in range(3):
+      start = synthetic_tasks.make_example("kv_recall_start", length=length, depth=depth, seed=0, index=index)
+      end = synthetic_tasks.make_example("kv_recall", length=length, depth=depth, seed=0, index=index)
+      d_start = start.answer_positions[0] - start.evidence_positions[0]
+      d_end = end.answer_positions[0] - end.evidence_positions[0]
+      assert abs(d_start - d_end) <= 3 * synthetic_tasks.N_NEEDLES, (depth, d_start, d_end)
+      assert start.evidence_positions[0] == 2
+      if depth > 0:
+        assert end.evidence_positions[0] > 2 + 0.5 * depth * length   # kv_recall's fact moves

@@ -9,6 +9,13 @@ distance:
   kv_recall  Zipf-word filler with ``N_NEEDLES`` facts ``KV key value`` (distinct keys), then
              the query ``Q key`` for the fact at ``depth``; the answer is its value token.
              The query-to-evidence distance is about (1 - depth) x length.
+  kv_recall_start
+             the same facts and query, with the asked fact first in the context and the
+             query (1 - depth) of the filler after it, filler after the query: the same
+             distances as ``kv_recall`` at each depth, with the fact always at offset 0.
+             With the query last, distance and the fact's position move together; beside
+             ``kv_recall`` this one separates them (same distance, another offset; and
+             distance varied at a fixed offset).
 
 Token ids are the synthetic source's (filler < 160, marks, keys, values < 256): the byte
 tokenizer's vocabulary, which is what runs on that source use.
@@ -23,8 +30,8 @@ from hybrid_jax.data.tasks import Example, check_example_args, stack_examples
 from hybrid_jax.data.tokenizer import ByteTokenizer
 
 TASKS_VERSION = 1
-TASK_NAMES = ("kv_recall",)
-CLOSED_SET_TASKS = ("kv_recall",)
+TASK_NAMES = ("kv_recall", "kv_recall_start")
+CLOSED_SET_TASKS = ("kv_recall", "kv_recall_start")
 MAX_CLASSES = len(S.VALUES)
 N_NEEDLES = 4
 NEEDLE, QUERY = 3, 3             # KV key value / Q key value
@@ -64,9 +71,11 @@ def make_example(name: str, *, length: int, depth: float, seed: int, index: int,
     values[0] = S.VALUES[cls]
   context = length - QUERY
   budget = context - N_NEEDLES * NEEDLE                    # filler tokens
+  hay = _filler(np.random.default_rng([seed, index, _TAG, 1]), budget)
+  if name == "kv_recall_start":
+    return _start_example(rng, keys, values, hay, depth, cls, length)
   # Needle 0 (the asked one) goes at ``depth`` of the filler, the others at seeded depths.
   at = [int(round(depth * budget))] + sorted(int(x) for x in rng.integers(0, budget + 1, N_NEEDLES - 1))
-  hay = _filler(np.random.default_rng([seed, index, _TAG, 1]), budget)
   order = sorted(range(N_NEEDLES), key=lambda i: (at[i], i))
   parts, cursor, evidence = [], 0, None
   for i in order:
@@ -82,6 +91,24 @@ def make_example(name: str, *, length: int, depth: float, seed: int, index: int,
   assert len(tokens) == length, (len(tokens), length)
   return Example(tokens=tokens, answer_positions=np.array([length - 1]),
                  evidence_positions=np.array([evidence]), depth=float(depth), answer_class=cls)
+
+
+def _start_example(rng, keys, values, hay, depth, cls, length) -> Example:
+  """``kv_recall_start``: the asked fact first, the query after (1 - depth) of the filler
+  (the other facts at seeded places between them), the rest of the filler after it."""
+  gap = int(round((1.0 - depth) * len(hay)))              # filler between the fact and the query
+  at = sorted(int(x) for x in rng.integers(0, gap + 1, N_NEEDLES - 1))
+  parts, cursor = [np.array([S.KV_MARK, keys[0], values[0]], np.int32)], 0
+  for i, a in zip(range(1, N_NEEDLES), at):
+    parts += [hay[cursor:a], np.array([S.KV_MARK, keys[i], values[i]], np.int32)]
+    cursor = a
+  parts.append(hay[cursor:gap])
+  answer = sum(len(p) for p in parts) + 2
+  parts += [np.array([S.Q_MARK, keys[0], values[0]], np.int32), hay[gap:]]
+  tokens = np.concatenate(parts).astype(np.int32)
+  assert len(tokens) == length, (len(tokens), length)
+  return Example(tokens=tokens, answer_positions=np.array([answer]), evidence_positions=np.array([2]),
+                 depth=float(depth), answer_class=cls)
 
 
 def make_batch(name: str, *, length: int, depth: float, seed: int, indices, tokenizer=None,
