@@ -11,6 +11,7 @@ import pytest
 
 from cpu_dot_forms import dots, slow_form_dots
 from pallas_kernels.swa import api, reference, xla
+from pallas_kernels.swa.xla import policy
 
 
 def _qkv(b, t, h, kv, d, seed=0, dtype=jnp.float32):
@@ -116,7 +117,7 @@ def test_row_loop_agrees_with_dense(t, window, block, h, kv, rows, keep, monkeyp
   probabilities in the backward or keeping them from the forward, compute what the dense
   reference computes, forward and gradients, under the loop's own custom VJP."""
   b = 4
-  monkeypatch.setattr(xla, "_rows_per_step",
+  monkeypatch.setattr(policy, "rows_per_step",
                       lambda per_row, scores, b, n_kv, head_dim: rows or b * n_kv)
   q, k, v = _qkv(b, t, h, kv, 8, seed=4)
   w = jax.random.normal(jax.random.PRNGKey(5), (b, t, h, 8))
@@ -194,11 +195,11 @@ def test_cpu_gradient_matmuls_contract_the_left_operands_last_axis(window, per_r
 def test_probabilities_are_kept_only_on_cpu_and_within_the_byte_cap():
   from pallas_kernels import dispatch
   cap = xla.KEEP_MAX_BYTES // 4                  # score elements
-  assert xla._keeps(None, cap) and not xla._keeps(None, cap + 1)
+  assert policy.keeps(None, cap) and not policy.keeps(None, cap + 1)
   for platform in ("gpu", "tpu"):
     with dispatch.compile_for(platform):
-      assert not xla._keeps(None, 16)
-  assert xla._keeps(True, 4 * cap) and not xla._keeps(False, 16)
+      assert not policy.keeps(None, 16)
+  assert policy.keeps(True, 4 * cap) and not policy.keeps(False, 16)
 
 
 @pytest.mark.parametrize("scores,per_row,cores,head_dim,rows", [
@@ -212,7 +213,7 @@ def test_rows_per_loop_step_follow_the_cache_budget(scores, per_row, cores, head
                                                    monkeypatch):
   from pallas_kernels import dispatch
   monkeypatch.setattr(dispatch, "cpu_threads", lambda: cores)
-  assert xla._rows_per_step(per_row, scores, 2, 8, head_dim) == rows
+  assert policy.rows_per_step(per_row, scores, 2, 8, head_dim) == rows
 
 
 def test_row_by_row_only_on_a_one_device_cpu():
@@ -310,7 +311,7 @@ def test_folded_causal_attention_matches_dense_forward_and_grads(t, block, h, kv
   run here on CPU: output and every gradient equal the dense masked oracle."""
   q, k, v = _qkv(2, t, h, kv, 8, dtype=jnp.dtype(dtype))
   if rows is not None:
-    monkeypatch.setattr(xla, "_rows_per_step", lambda *a: rows)
+    monkeypatch.setattr(policy, "rows_per_step", lambda *a: rows)
   tol = dict(rtol=1e-4, atol=1e-5) if dtype == "float32" else dict(rtol=2e-2, atol=2e-2)
   f32 = lambda x: np.asarray(x, np.float32)
   dense = lambda q, k, v: reference.sliding_window_attention(q, k, v, window=t)

@@ -379,7 +379,7 @@ def _cpu_attention_ab(variants, rounds, reps) -> list[dict]:
 
 
 def cpu_rows_report(rounds: int = 7, reps: int = 3) -> list[dict]:
-  """(Example, kv head) rows a loop step (``swa.xla._by_rows``, as many as the rule takes)
+  """(Example, kv head) rows a loop step (``swa.xla.rows.by_rows``, as many as the rule takes)
   against the whole batch at once."""
   return _cpu_attention_ab(lambda t, window, d: {"row by row": dict(per_row=True),
                                                  "whole batch": dict(per_row=False)},
