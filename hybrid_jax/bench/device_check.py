@@ -277,7 +277,7 @@ def section_rows(section, args, lengths, platform=None):
     # the attention one at w >= T last of all: on an H200 its unrolled form (a matmul shape
     # per query block) took 81 s to compile its forward at T=2048 and the machine's limit
     # came during its gradient's, which lost the row's kernel timings with it. It is folded
-    # into one shape since (swa/xla.py, ``_folded_*``), not yet compiled on a device.
+    # into one shape since (swa/xla/folded.py), not yet compiled on a device.
     def row(op, t, implementation):
       return (lambda: time_op(op, inputs(op, 1, t, args.heads, args.head_dim, jnp.bfloat16),
                               min(args.window, t), (implementation,), args.reps,
