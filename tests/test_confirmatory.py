@@ -88,3 +88,96 @@ def test_this_repositorys_confirmatory_data_came_after_its_rules():
   if ancestry.shallow():
     pytest.skip("a shallow clone holds too little history to order the commits")
   assert ancestry.problems() == []
+
+
+# --- the judged report, on a fabricated root of the four arms -------------------------------
+
+def _sigmoid(n_steps, onset, top, points=12):
+  import numpy as np
+  steps = np.unique(np.linspace(n_steps / points, n_steps, points).round().astype(int))
+  if onset is None:
+    return [(int(s), 0.02, 3.0 - 0.2 * s / n_steps) for s in steps]
+  return [(int(s), float(top / (1 + np.exp(-(s - onset) / 40))), 3.0 - 0.2 * s / n_steps) for s in steps]
+
+
+def _fabricate(root, *, onsets, nope_boost, retrieves_lf):
+  """Seven fresh seeds of each arm. ``onsets[label]``: the step far retrieval emerges at
+  (None: never); SF w=4 capped at 2 loses its full layers' retrieval; LF retrieves only
+  when ``retrieves_lf``."""
+  import json
+  import numpy as np
+  from test_study import fake_run
+  specs = {"SF w=4": dict(pattern="SF", window=4), "SF w=32": dict(pattern="SF", window=32),
+           "SF w=4, NoPE-full": dict(pattern="SF", window=4, pos_full="nope"),
+           "LF": dict(pattern="LF", window=16)}
+  for label, spec in specs.items():
+    for seed in protocol.SEEDS:
+      onset = onsets[label]
+      curve = _sigmoid(1444, None if onset is None else onset + 15 * (seed - 100), 0.9)
+      if "NoPE" in label:
+        curve = [(s, min(1.0, a + nope_boost), l * 1.001) for s, a, l in curve]
+      start = lambda step, c=dict((s, a) for s, a, _ in curve): {        # noqa: E731
+          "retrieval_acc_by_distance/kv_recall_start/64/32-64": c[step],
+          "retrieval_n_by_distance/kv_recall_start/64/32-64": 64}
+      path = fake_run(root, f"{label}-{seed}".replace(" ", "_").replace("=", "").replace(",", ""),
+                      seed=seed, curve=curve, extra=start, **spec)
+      out = path / "analysis"
+      out.mkdir()
+      final = curve[-1][1]
+      cap = 2 if label.startswith("SF w=4") else 4
+      uncapped = final if label != "LF" or retrieves_lf else 0.05
+      (out / f"constrain-W{cap}-beyond32-step1444.json").write_text(json.dumps(dict(
+          beyond=32, settings=dict(none=dict(acc=uncapped), full_constrained=dict(acc=0.02),
+                                   efficient_constrained=dict(acc=uncapped - 0.01 * (seed % 3))))))
+      (out / "ablate-k2-zero-beyond32-step1444.json").write_text(json.dumps(dict(
+          beyond=32, acc=dict(none=uncapped, top=0.1 + 0.01 * (seed % 3), control=uncapped - 0.02))))
+      (out / "probe-C8-beyond32-step1444.json").write_text(json.dumps(dict(
+          accuracy=[0.13, 0.2 + 0.01 * (seed % 3), 0.9], letters="SF", beyond=32)))
+      tokens = np.arange(1, 15) * 100 * 4096
+      steps = tokens / 4096
+      rise = (np.zeros_like(steps) if onset is None
+              else 0.8 / (1 + np.exp(-(steps - onset - 15 * (seed - 100)) / 50)))
+      head = lambda m: dict(layer=1, head=0, mass=float(m), norm_entropy=1 - float(m),   # noqa: E731
+                            q_rel_l2=1 - float(m), k_rel_l2=1 - float(m))
+      (out / "trace-F-beyond32.json").write_text(json.dumps(dict(beyond=32, top_heads=[[1, 0]], points=[
+          dict(step=int(s), tokens=int(t), heads=[head(m)] * 2) for s, t, m in zip(steps, tokens, rise)])))
+
+
+def _verdict(report, key):
+  row = next(l for l in report.split("## Summary")[1].splitlines() if f"| {key} |" in l)
+  return [c.strip() for c in row.strip("|").split("|")][5]
+
+
+def _report(tmp_path, **fabric):
+  from experiments.confirmatory import run
+  _fabricate(tmp_path / "root", **fabric)
+  store, out, again = tmp_path / "store", tmp_path / "out", tmp_path / "again"
+  run.main(["--root", str(tmp_path / "root"), "--no-train", "--store", str(store), "--out", str(out)])
+  run.main(["--report-only", "--store", str(store), "--out", str(again)])
+  report = (out / "REPORT.md").read_text()
+  assert report == (again / "REPORT.md").read_text()
+  return report
+
+
+def test_the_report_judges_every_registered_claim_from_the_store_alone(tmp_path):
+  report = _report(tmp_path, onsets={"SF w=4": 300, "SF w=32": 900, "SF w=4, NoPE-full": 300, "LF": 800},
+                   nope_boost=0.05, retrieves_lf=True)
+  rules = _rules()
+  for r in rules.values():
+    for c in (r.PRIMARY, *r.SECONDARY):
+      assert f"| {c.key} |" in report.split("## Summary")[1], c.key
+  assert _verdict(report, "emergence speed") == "reproduced"          # LF emerges later in every seed
+  assert _verdict(report, "emergence delay") == "reproduced"          # SF w=32 later than w=4
+  assert _verdict(report, "capping the full layers hurts") == "reproduced"
+  assert _verdict(report, "capping the efficient layers does not hurt") == "reproduced"
+  assert "Holm" in report and "Clopper-Pearson" in report
+  assert report.index("## Verdict rule") < report.index("## Summary")
+
+
+def test_a_window_that_never_learns_is_not_a_delay_and_a_model_that_cannot_retrieve_gives_no_verdict(tmp_path):
+  report = _report(tmp_path, onsets={"SF w=4": 300, "SF w=32": None, "SF w=4, NoPE-full": 300, "LF": None},
+                   nope_boost=0.0, retrieves_lf=False)
+  assert _verdict(report, "emergence delay") == "never learns"
+  assert _verdict(report, "emergence speed") == "never learns"
+  assert _verdict(report, "capping the full layers hurts, LF") == "inconclusive: model does not retrieve"
+  assert _verdict(report, "far@64") != "reproduced"                    # no NoPE gain fabricated

@@ -7,7 +7,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = Path("experiments/confirmatory/rules")
-PROTOCOL = (Path("experiments/confirmatory/protocol.py"), Path("experiments/confirmatory/arms.py"))
+# The shared rules and the code that turns the data into verdicts: frozen with the rules.
+PROTOCOL = tuple(Path("experiments/confirmatory") / f for f in
+                 ("protocol.py", "arms.py", "measures.py", "judge.py"))
 DATA = Path("experiments/data/confirmatory")
 
 

@@ -14,6 +14,7 @@ CAP_LF = 4               # the Lightning hybrid's cap (the exploratory study's)
 K = 2                    # heads ablated, of the 8 full-attention heads
 MARGIN = 0.1             # an accuracy drop below this is no effect
 CLASSES = 8              # probe: the needle's value is one of 8
+TASK = ["--task", "kv_recall", "--length", 64]
 ANALYSES = {             # ``hybrid-jax analyze`` on each final checkpoint, needles beyond BEYOND
     "constrain": ["--window", CAP, "--samples", 64, "--short-rows", 32, "--beyond", BEYOND],
     "constrain_lf": ["--window", CAP_LF, "--samples", 64, "--short-rows", 32, "--beyond", BEYOND],

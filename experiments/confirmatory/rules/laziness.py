@@ -9,7 +9,8 @@ from experiments.confirmatory.protocol import BEYOND, READ_AT, THRESHOLD, Claim
 
 MASS_THRESHOLD = 0.1     # the F layers' top-4 heads' mean mass on the needle ("formed"; ~2/64 at init)
 DRIFT_THRESHOLD = 0.5    # W_q within this relative L2 distance of its final value
-TRACE = ["--task", "kv_recall", "--length", 64, "--beyond", BEYOND]   # analyze trace, every checkpoint
+TRACE = ["--task", "kv_recall", "--length", 64, "--top-k", 4, "--samples", 32, "--layers", "F",
+         "--beyond", BEYOND]      # ``analyze trace`` over every checkpoint: trace-F-beyond32.json
 
 METRICS = [
     ("tokens to emerge", f"training tokens to far acc by distance (d >= {BEYOND}) >= {THRESHOLD}, "
