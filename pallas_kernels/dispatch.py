@@ -1,7 +1,7 @@
 """Which implementation of an op runs, for which platform, and on how much of the batch.
 
 Every ``api.py`` shares this so that ``implementation="auto"`` means the same thing for every
-op. The rule (also in the README's kernel section):
+op. The rule (also in docs/kernels.md):
 
 * **The target, not the host.** ``auto`` is the Pallas kernel of the platform being compiled
   for (Mosaic on TPU, Triton on GPU) and the XLA path for CPU. The target platform is, first

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from docs_text import doc_files, docs_text
 from experiments.toy_study import config as T
 from experiments.toy_study import study
 from hybrid_jax.launch.grid import load_sweep, plan
@@ -539,7 +540,7 @@ def test_runners_run_as_files_and_as_modules_without_touching_sys_path():
 
 def test_every_command_the_docs_and_reports_print_runs_from_a_plain_checkout():
   """Each ``python ... experiments...`` command in experiments/ (runners, reports, READMEs)
-  and the top README runs, with --help, from the root of a clone that is not installed:
+  and the top README and docs/ runs, with --help, from the root of a clone that is not installed:
   ``python -S`` skips the .pth files, so the editable install is not on the path, while
   PYTHONPATH keeps the dependencies. A file path (``python experiments/X/run.py``) fails
   there with ModuleNotFoundError: its path starts at its own folder."""
@@ -550,7 +551,7 @@ def test_every_command_the_docs_and_reports_print_runs_from_a_plain_checkout():
   import sys
   root = EXPERIMENTS.parent
   docs = [p for p in EXPERIMENTS.rglob("*") if p.suffix in (".py", ".md")
-          and "data" not in p.relative_to(EXPERIMENTS).parts] + [root / "README.md"]
+          and "data" not in p.relative_to(EXPERIMENTS).parts] + doc_files()
   found = {m for p in docs for m in re.findall(r"python (-m experiments[\w.<>{}]*|experiments/[\w/<>{}.]*)",
                                                 p.read_text())}
   holes = ("<finding>", "{self.finding}", "{finding}")     # a runner's command, every finding's
@@ -696,8 +697,7 @@ def test_the_docs_say_what_the_check_compares():
     report = (EXPERIMENTS / finding / "REPORT.md").read_text()
     assert runner.SAME_AS_MADE in " ".join(report.split())
     assert "byte for byte" not in " ".join(report.split()).replace(runner.SAME_AS_MADE, "")
-  top = (EXPERIMENTS.parent / "README.md").read_text()
-  section = top.split("## Paper reproductions at toy scale")[1].split("\n## ")[0]
+  section = docs_text().split("# Paper reproductions at toy scale\n")[1].split("\n# ")[0]
   assert " ".join(section.split()).count("byte for byte where numpy, scipy and matplotlib compute") == 1
   assert " ".join(section.split()).count("byte for byte") == 1
 

@@ -157,8 +157,8 @@ def test_every_command_taking_config_overrides_shows_them_in_its_usage(helps):
 
 
 def test_eval_help_gives_the_readmes_time_per_checkpoint(helps):
-  from pathlib import Path
-  readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+  from docs_text import docs_text
+  readme = " ".join(docs_text().split())
   first, further = re.search(r"take (\d+) s for the first checkpoint .*? and (\d+) s for each "
                              r"further one", readme).groups()
   text = " ".join(helps[("eval",)][0].split())

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one prepared script for a lent accelerator (README: "On a lent accelerator"), run from
+# The one prepared script for a lent accelerator (docs/accelerator.md), run from
 # the repository root with $OUT set: the device check's timing section, then a short S1 pilot
 # at 16K tokens on the BPE corpus carried as data/pydocs (its ids made here by `data tokenize`),
 # recording step time, input wait and MFU beside the committed plan record (if any).

@@ -10,7 +10,7 @@ order, while the other sides wait off the cores. Each ratio is taken within a ro
 shared machine's slow spells shift both sides alike, and the reported ratio is the median
 over rounds. The first ``--warmup-rounds`` rounds are printed but not counted: on a 2-core
 host the first 1-4 rounds after the workers started often ran slower, and not alike (figures
-in the README: one 6-round d256-B4 run gave 1.19 where its two settled rounds gave 1.31).
+in docs/benchmarks.md: one 6-round d256-B4 run gave 1.19 where its two settled rounds gave 1.31).
 
 A one-shot project worker per shape runs first: it puts the step in the persistent
 compilation cache, which the timed project worker loads it from (a worker that compiles

@@ -9,7 +9,7 @@ make different steps' batches at once, so its input time per step is
 
 with ``workers`` the run's ``data.workers`` (-1: one per vCPU but one, at most 16, as the
 trainer picks). It assumes one of the host's cores is as fast as one of this machine's; the
-host vCPU counts are in ``HOST_VCPUS`` (``host_vcpus``; sources in the README).
+host vCPU counts are in ``HOST_VCPUS`` (``host_vcpus``; sources in docs/planning.md).
 """
 
 import json

@@ -5,7 +5,7 @@ Settings are the run's config.json eval section, then ``--config.eval.KEY=VALUE`
 data are the run's. One line per checkpoint is appended to RUN/eval.jsonl. The default
 settings take about half a minute per checkpoint of the toy default on a 2-core CPU (28 s
 for the first, 34 s for each further one; `hybrid-jax bench eval` times it on this
-machine); see the README for the settings that make it fast.
+machine); see docs/evaluation.md for the settings that make it fast.
 """
 
 from absl import flags

@@ -6,7 +6,7 @@ dot as an Eigen contraction, slow at the toy widths. ``dot_general`` hands a pla
 moves x^T behind a barrier so that both cotangent dots take the fast form. Whole two-thread
 train steps compiled in the timing process (in-process A/Bs, losses identical): toy 1.07x,
 toy-B4 1.06-1.08x, MF 1.07x, GF 1.04x, d256 even; in cache-loaded workers (``hybrid-jax
-bench train --plain-dots``, every matmul's form together) the gain is 0-6% (README).
+bench train --plain-dots``, every matmul's form together) the gain is 0-6% (docs/model.md).
 Anything else (another target, batch dims, precision, an output sharding) is
 ``jax.lax.dot_general`` itself.
 """

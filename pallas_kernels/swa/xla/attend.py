@@ -55,7 +55,7 @@ def _contract_rows(p_QxGxL, x_QxGxD):
   about a third of the rate of XLA:CPU's YNNPACK dot (d256's largest dK block, one core: 7.4
   against 3.1 ms), and without the barriers XLA folds both transposes back into the dot.
   Whole two-thread train steps compiled in the timing process (in-process A/B): d256 1.05x,
-  toy 1.08x; in cache-loaded workers (``bench train --plain-dots``) much less (README)."""
+  toy 1.08x; in cache-loaded workers (``bench train --plain-dots``) much less (docs/model.md)."""
   rows = lambda x: x.reshape(x.shape[:-3] + (x.shape[-3] * x.shape[-2], x.shape[-1]))
   out_DxL = cpu_matmul.matmul_tn(rows(x_QxGxD), rows(p_QxGxL))
   if cpu_matmul.fast_form():
