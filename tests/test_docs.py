@@ -47,6 +47,24 @@ def test_every_link_into_a_section_names_a_heading_of_its_file():
   assert not bad, f"links to sections that do not exist: {bad}"
 
 
+def test_the_configs_doc_lists_every_key_with_its_defaults():
+  """docs/configs.md's key table: every key of the schema once, its base default, and the toy
+  default's value where that differs (blank where it does not)."""
+  from hybrid_jax.configs.base import base_config
+  from hybrid_jax.configs.default import get_config
+  base, toy = base_config(), get_config()
+  text = (ROOT / "docs" / "configs.md").read_text().split("## Every key", 1)[1]
+  rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+          for line in text.splitlines() if line.startswith("| `")]
+  keys = [f"{s}.{k}" for s in base.keys() for k in base[s].keys()]
+  assert [r[0].strip("`") for r in rows] == keys
+  for (key, default, toy_default, what) in rows:
+    section, name = key.strip("`").split(".")
+    b, t = base[section][name], toy[section][name]
+    assert default == f"`{b!r}`" and toy_default == ("" if t == b else f"`{t!r}`"), key
+    assert what, key
+
+
 def test_the_link_check_sees_links_and_skips_urls_and_anchors(tmp_path):
   page = tmp_path / "page.md"
   page.write_text("[a](docs/x.md#part) [b\nc](../y.md) [u](https://example.org/z) [s](#here)")
