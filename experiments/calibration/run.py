@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.report import Report
 from experiments.toy_study import config as T
 from experiments.toy_study import runner, store, study
 from hybrid_jax.run import RunDir
@@ -151,13 +152,13 @@ def render(calibration: Path, toy_study: Path) -> str:
   """The generated block: every calibration setting at its last checkpoint, the chosen
   setting over its training, and the study's full-attention baseline (three seeds)."""
   fill = "python -m experiments.calibration.run"
-  parts = ["### Every setting tried, at its last checkpoint", ""]
+  report = Report().add(BEGIN, "### Every setting tried, at its last checkpoint")
   runs = study.load_runs(calibration) if calibration.is_dir() else []
   measurements = {r.path: _measurements(r) for r in runs}
   measured = [(r, measurements[r.path]) for r in runs if measurements[r.path]]
   if not measured:
-    parts.append(AWAITING.format(what="calibration run outputs", where="experiments/data/calibration",
-                                 fill=fill))
+    report.add(AWAITING.format(what="calibration run outputs", where="experiments/data/calibration",
+                               fill=fill))
   else:
     bins = _bins([rec for _, m in measured for rec in m])
     header = ["setting", "tokens", "answer accuracy"] + [f"distance {b}" for b in bins]
@@ -170,25 +171,25 @@ def render(calibration: Path, toy_study: Path) -> str:
         tokens = step * r.config["train"]["batch_size"] * r.config["data"]["seq_len"]
         table.append([describe(r.config), f"{tokens / 1e6:.1f}M (step {step})",
                       f"{acc:.2f} (train)"] + ["-"] * len(bins))
-    parts.append(study.markdown_table(header, table))
+    report.add(study.markdown_table(header, table))
     if any(found for _, found in unmeasured):
-      parts += ["", f"*(train)*: the mean answer accuracy of the last {TRAIN_TAIL} logged "
-                "training batches, each taken before the update on it (fresh batches, so "
-                "held-out); by distance needs the synthetic source's single-token keys."]
+      report.add(f"*(train)*: the mean answer accuracy of the last {TRAIN_TAIL} logged "
+                 "training batches, each taken before the update on it (fresh batches, so "
+                 "held-out); by distance needs the synthetic source's single-token keys.")
     chosen = [(r, m) for r, m in measured if is_chosen(r.config)]
-    parts += ["", "### The chosen setting over its training", ""]
+    report.add("### The chosen setting over its training")
     if chosen:
       r, m = chosen[0]
-      parts.append(f"{describe(r.config)}:")
-      parts += ["", study.markdown_table(header[1:], [_row(r.config, rec, bins) for rec in m])]
+      report.add(f"{describe(r.config)}:",
+                 study.markdown_table(header[1:], [_row(r.config, rec, bins) for rec in m]))
     else:
-      parts.append(AWAITING.format(what="runs of the chosen setting", where="experiments/data/calibration",
-                                   fill=fill))
-  parts += ["", "### The findings' full-attention baseline, three seeds: far accuracy", ""]
-  parts.append(_baseline(toy_study))
-  parts += ["", "### How far from convergence: the findings' setting trained 4x longer", ""]
-  parts.append(_convergence(runs, toy_study))
-  return "\n".join([BEGIN, ""] + parts + ["", END])
+      report.add(AWAITING.format(what="runs of the chosen setting", where="experiments/data/calibration",
+                                 fill=fill))
+  report.add("### The findings' full-attention baseline, three seeds: far accuracy",
+             _baseline(toy_study),
+             "### How far from convergence: the findings' setting trained 4x longer",
+             _convergence(runs, toy_study), END)
+  return report.body()
 
 
 def _study_f_seeds(toy_study: Path | None) -> list:

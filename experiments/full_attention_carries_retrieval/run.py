@@ -19,6 +19,7 @@ import json
 import numpy as np
 
 from experiments.full_attention_carries_retrieval import sweep as grid
+from experiments.report import Report
 from experiments.toy_study import bootstrap as B
 from experiments.toy_study import config as T
 from experiments.toy_study import measures as M
@@ -262,21 +263,17 @@ def write(inv, groups, res, windows, fig_name):
   judged = {n: _judge(res[n], windows, n) for n in NEEDLES}
   train_sum, train_wall = study.train_minutes([r for rs in groups.values() for r in rs])
   n_runs = sum(map(len, groups.values()))
-  report = f"""# Full attention carries long-range retrieval, at toy scale
-
+  report = Report("Full attention carries long-range retrieval, at toy scale", f"""\
 Command: `python -m experiments.full_attention_carries_retrieval.run` (on a 2-core CPU; runs
 are shared with the other findings under `{T.ROOT}`);
 `python -m experiments.full_attention_carries_retrieval.run --report-only` regenerates this
 report and its figure from the committed run outputs in `experiments/data/toy_study/`,
-{runner.SAME_AS_MADE}.
-
-{V.rules_section(METRICS, list(CLAIMS))}
-
-## Question
+{runner.SAME_AS_MADE}.""")
+  report.add(V.rules_section(METRICS, list(CLAIMS)))
+  report.section("Question", """\
 In a trained hybrid, which layers carry retrieval: the full-attention layers (their
-retrieval heads) or the efficient ones?
-
-## Setting, and why
+retrieval heads) or the efficient ones?""")
+  report.section("Setting, and why", f"""\
 Hybrids at toy-xs, all 1:1 with full attention (`SFSF`: SWA with windows
 {' / '.join(map(str, T.WINDOWS.values()))}; `LFLF`: Lightning linear attention), trained 30 N =
 5.9M tokens on the synthetic source at T = 64 (8 pairs per row); three seeds of each SWA
@@ -286,43 +283,24 @@ hybrid, one of the Lightning hybrid (the CPU budget of this study ran out before
 them is what carries long-range retrieval) and, as before, on {NEEDLES["all"]}. Capping an
 SWA layer of window w at {WINDOW} keeps min(w, {WINDOW}) keys: a no-op for w = {WINDOW}, a real cut
 for the larger windows; a Lightning layer capped at {WINDOW} sees only its last {WINDOW} tokens, the
-same operator.
-
-## Result
-On {NEEDLES["beyond"]}:
-
-![analyses]({fig_name})
-
-{_tables(res["beyond"])}
-
-Held-out short loss in each capped setting (32 rows of the run's own source):
-
-{_short_table(res["all"])}
-
+same operator.""")
+  report.section("Result", f"""On {NEEDLES["beyond"]}:""", f"![analyses]({fig_name})",
+                 _tables(res["beyond"]),
+                 "Held-out short loss in each capped setting (32 rows of the run's own source):",
+                 _short_table(res["all"]), f"""\
 Mean over seeds [95% bootstrap interval over seeds, and over examples for accuracies; with one
 seed, over examples only]; the number of seeds in brackets after the model.
-"{M.NOT_MEASURED}": the store lacks the analysis file or key.
-
-{V.verdicts_section(judged["beyond"])}
-
-## Changed metrics
-{CHANGED}
-
-On {NEEDLES["all"]}:
-
-{_tables(res["all"])}
-
-{_old_verdicts(judged["all"])}
-
-{PROVIDED}
-
-## Cost
+"{M.NOT_MEASURED}": the store lacks the analysis file or key.""")
+  report.add(V.verdicts_section(judged["beyond"]))
+  report.section("Changed metrics", CHANGED, f"""On {NEEDLES["all"]}:""", _tables(res["all"]),
+                 _old_verdicts(judged["all"]))
+  report.add(PROVIDED)
+  report.section("Cost", f"""\
 Training: {train_sum:.0f} core-minutes for the {n_runs} runs ({train_wall:.0f} minutes on two
 workers, from each run's checkpoint timestamps, stored in each run's `train.json`); the
 analyses take ~1.3 minutes for the SWA-4 and Lightning runs on one set of needles
-(experiments/README.md); they now run on two.
-"""
-  runner.write(inv, report)
+(experiments/README.md); they now run on two.""")
+  runner.write(inv, report.text())
 
 
 def _old_verdicts(judged) -> str:

@@ -16,6 +16,7 @@ import json
 
 import numpy as np
 
+from experiments.report import Report
 from experiments.toy_study import bootstrap as B
 from experiments.toy_study import config as T
 from experiments.toy_study import measures as M
@@ -305,21 +306,17 @@ def write(inv, groups, full, summary, fig_name):
   all_runs = [r for rs in groups.values() for r in rs] + full
   train_sum, train_wall = study.train_minutes(all_runs)
   ws = " / ".join(map(str, T.WINDOWS.values()))
-  report = f"""# Large-Window Laziness at toy scale
-
+  report = Report("Large-Window Laziness at toy scale", f"""\
 Command: `python -m experiments.large_window_laziness.run` (on a 2-core CPU; runs are shared
 with the other findings under `{T.ROOT}`);
 `python -m experiments.large_window_laziness.run --report-only` regenerates this report and
 its figure from the committed run outputs in `experiments/data/toy_study/`,
-{runner.SAME_AS_MADE}.
-
-{V.rules_section(METRICS, list(CLAIMS))}
-
-## Question
+{runner.SAME_AS_MADE}.""")
+  report.add(V.rules_section(METRICS, list(CLAIMS)))
+  report.section("Question", """\
 Does a larger sliding window delay the formation of the full-attention layers' retrieval
-heads (and so the emergence of long-range retrieval)?
-
-## Setting, and why
+heads (and so the emergence of long-range retrieval)?""")
+  report.section("Setting, and why", f"""\
 toy-xs (4 layers, d=64, 0.2M non-embedding parameters), SWA/full 1:1 (`SFSF`), the
 synthetic source at T = 64 with 8 key/value pairs per row (query-to-evidence distances
 log-uniform on [1, 64]), 30 N = 5.9M tokens, lr 3e-3 cosine; three seeds per model.
@@ -333,47 +330,25 @@ tokens before the answer: beyond every window, so no SWA head can score on them)
 them at every saved checkpoint, with their attention entropy and the relative L2 distance of
 their W_q and W_k slices to their final values (Q/K drift). The same trace without
 `--layers` finds the top-4 heads of any layer; without `--beyond`, the traces score all
-needles (depths spread over the context), as before.
-
-## Result
-![laziness]({fig_name})
-
-{table}
-
-{distance_table}
-
-Heads on {NEEDLES["beyond"]} (the headline):
-
-{head_tables["beyond"]}
-
-Heads on {NEEDLES["all"]} (as before):
-
-{head_tables["all"]}
-
+needles (depths spread over the context), as before.""")
+  report.section("Result", f"![laziness]({fig_name})", table, distance_table,
+                 f"""Heads on {NEEDLES["beyond"]} (the headline):""", head_tables["beyond"],
+                 f"""Heads on {NEEDLES["all"]} (as before):""", head_tables["all"], f"""\
 Token counts: median over seeds; accuracies, masses and shares: mean over seeds; each with
 its 95% bootstrap interval [over seeds, and for accuracies over evaluation examples too].
 "> {budget / 1e6:.2f}M": not reached within the budget (censored, counted as slower than any
-seed that got there). "{M.NOT_MEASURED}": the store lacks the trace or eval key.
-
-{V.verdicts_section(judged)}
-
-## Changed metrics
+seed that got there). "{M.NOT_MEASURED}": the store lacks the trace or eval key.""")
+  report.add(V.verdicts_section(judged))
+  report.section("Changed metrics", f"""\
 The first report of this finding measured head formation as the {FIRST_REPORT['metric']}:
 {' / '.join(f'{x:.2f}' for x in FIRST_REPORT['tokens_M'])}M tokens for windows {ws}, i.e.
-{FIRST_REPORT['verdict']}. {CHANGED}
-
-{CHANGED_LATER}
-
-{_changed_table(summary, tok)}
-
-{PROVIDED}
-
-## Cost
+{FIRST_REPORT['verdict']}. {CHANGED}""", CHANGED_LATER, _changed_table(summary, tok))
+  report.add(PROVIDED)
+  report.section("Cost", f"""\
 Training: {train_sum:.0f} core-minutes for the {len(all_runs)} runs ({train_wall:.0f} minutes on
 two workers, from each run's checkpoint timestamps, stored in each run's `train.json`);
-tracing the heads took ~20 s a run and trace (experiments/README.md; four traces a run).
-"""
-  runner.write(inv, report)
+tracing the heads took ~20 s a run and trace (experiments/README.md; four traces a run).""")
+  runner.write(inv, report.text())
 
 
 def _head_table(groups, summary, needles, tok) -> str:

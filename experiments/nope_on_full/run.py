@@ -13,7 +13,7 @@ apart), each with a bootstrap interval, and the pre-registered verdicts.
 
 import numpy as np
 
-
+from experiments.report import Report
 from experiments.toy_study import bootstrap as B
 from experiments.toy_study import config as T
 from experiments.toy_study import measures as M
@@ -163,63 +163,41 @@ def write(inv, groups, final, fig_name):
       [["difference"] + [diff[m] if diff[m].n_seeds else M.NOT_MEASURED for m in METRICS]])
   distance_table = M.distance_table(groups, T.EVAL_LENGTHS, BEYOND, LAST_EVALS)
   train_sum, train_wall = study.train_minutes([r for rs in groups.values() for r in rs])
-  report = f"""# NoPE on the full-attention layers at toy scale
-
+  report = Report("NoPE on the full-attention layers at toy scale", f"""\
 Command: `python -m experiments.nope_on_full.run` (on a 2-core CPU; runs are shared with the
 other findings under `{T.ROOT}`); `python -m experiments.nope_on_full.run --report-only`
 regenerates this report and its figure from the committed run outputs in
-`experiments/data/toy_study/`, {runner.SAME_AS_MADE}.
-
-{V.rules_section([(m, what) for m, (_, what) in METRICS.items()] + [
-    ("accuracy per depth", "kv_recall at each evaluated length and depth"),
-    ("accuracy per distance", "kv_recall at each evaluated length per evidence-to-answer "
-     "distance bin, every depth pooled; intervals Binomial on each bin's example count"),
-    ("final", f"the mean of a run's last {LAST_EVALS} evaluations")], list(CLAIMS))}
-
-## Question
+`experiments/data/toy_study/`, {runner.SAME_AS_MADE}.""")
+  report.add(V.rules_section([(m, what) for m, (_, what) in METRICS.items()] + [
+      ("accuracy per depth", "kv_recall at each evaluated length and depth"),
+      ("accuracy per distance", "kv_recall at each evaluated length per evidence-to-answer "
+       "distance bin, every depth pooled; intervals Binomial on each bin's example count"),
+      ("final", f"the mean of a run's last {LAST_EVALS} evaluations")], list(CLAIMS)))
+  report.section("Question", """\
 In a small-window SWA hybrid, does removing RoPE from the full-attention layers only
 (NoPE-full) improve long-context retrieval, at and beyond the training length, at a
-negligible short-context cost?
-
-## Setting, and why
+negligible short-context cost?""")
+  report.section("Setting, and why", f"""\
 toy-xs, SWA/full 1:1 (`SFSF`) with window {w} (1/16 of T = 64: the small window, so the
 full layers carry nearly every retrieval), RoPE on every layer vs NoPE on the F layers only
 (SWA layers keep RoPE), and the full-attention baseline; the synthetic source at T = 64, 8
 pairs per row, 30 N = 5.9M tokens, three seeds each. "At and beyond the training length":
 `kv_recall` at 64 and at 128 tokens (2x; the model never saw positions 64-127), 32 examples
-per depth, depths {' / '.join(f'{d:g}' for d in T.EVAL_DEPTHS)}.
-
-## Result
-![nope]({fig_name})
-
-{table}
-
-{depth_table}
-
-{distance_table}
-
-{diff_table}
-
+per depth, depths {' / '.join(f'{d:g}' for d in T.EVAL_DEPTHS)}.""")
+  report.section("Result", f"![nope]({fig_name})", table, depth_table, distance_table, diff_table,
+                 f"""\
 Mean over seeds [95% bootstrap interval over seeds and evaluation examples; the losses over
 seeds only]; the difference is taken seed by seed. A needle at depth d of a length-L context
 lies about (1 - d) x L tokens before its query (less the query's own few tokens).
-"{M.NOT_MEASURED}": the stored eval records predate the metric.
-
-{V.verdicts_section(_judge(diff, rope, nope, full))}
-
-## Changed metrics
-{CHANGED}
-
-{_old_short_cost(rope, nope)}
-
-{PROVIDED}
-
-## Cost
+"{M.NOT_MEASURED}": the stored eval records predate the metric.""")
+  report.add(V.verdicts_section(_judge(diff, rope, nope, full)))
+  report.section("Changed metrics", CHANGED, _old_short_cost(rope, nope))
+  report.add(PROVIDED)
+  report.section("Cost", f"""\
 Training: {train_sum:.0f} core-minutes for the {sum(map(len, groups.values()))} runs
 ({train_wall:.0f} minutes on two workers, from each run's checkpoint timestamps, stored in
-each run's `train.json`); the report itself reads eval logs only.
-"""
-  runner.write(inv, report)
+each run's `train.json`); the report itself reads eval logs only.""")
+  runner.write(inv, report.text())
 
 
 def _accuracy_note(m, rope, nope, full) -> str:

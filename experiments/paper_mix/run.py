@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.paper_mix import sweep as grid
+from experiments.report import Report
 from experiments.toy_study import bootstrap as B
 from experiments.toy_study import config as T
 from experiments.toy_study import measures as M
@@ -195,25 +196,22 @@ def write(inv, mix, mix_old, synthetic, fig_name):
        f"tokens to far acc >= {THRESHOLD}", "final short loss"],
       [_row(f"{a}, synthetic", rs, kv) + [_short(rs)] for a, rs in synthetic.items()]
       + [_row(f"{a}, mix", rs, kv) + [_short(rs)] for a, rs in mix_old.items()])
-  reference = ("" if synthetic else f"\nThe synthetic-source runs are {M.NOT_MEASURED}: "
-               f"{store.display(Path(inv.args.toy_store))} holds none.\n")
+  reference = ([] if synthetic else [f"The synthetic-source runs are {M.NOT_MEASURED}: "
+                                     f"{store.display(Path(inv.args.toy_store))} holds none."])
   runs = [r for rs in mix.values() for r in rs]
   train_sum, train_wall = study.train_minutes(runs)
-  report = f"""# Retrieval without injected pairs: the paper-faithful data option at toy scale
-
+  report = Report("Retrieval without injected pairs: the paper-faithful data option at toy scale",
+                  f"""\
 Command: `python -m experiments.paper_mix.run` (on a 2-core CPU, after `apt-get install
 python3-doc`); `python -m experiments.paper_mix.run --report-only` regenerates this report and
 its figure from the committed run outputs in `experiments/data/paper_mix/` (and, for the
-synthetic-source comparison, `experiments/data/toy_study/`), {runner.SAME_AS_MADE}.
-
-{V.rules_section(METRICS, list(CLAIMS), EXTRA_RULE)}
-
-## Question
+synthetic-source comparison, `experiments/data/toy_study/`), {runner.SAME_AS_MADE}.""")
+  report.add(V.rules_section(METRICS, list(CLAIMS), EXTRA_RULE))
+  report.section("Question", """\
 The paper trains on a 1:1 mix of long and short documents; the toy study's synthetic source
 writes a key/value pair into every row, so retrieval is supervised directly. Trained as the
-paper trains, on documents alone, does retrieval emerge at toy scale?
-
-## Setting, and why
+paper trains, on documents alone, does retrieval emerge at toy scale?""")
+  report.section("Setting, and why", f"""\
 toy-xs (0.2M non-embedding parameters), full attention (`F`) and SWA/full with window
 {T.WINDOWS['small']} (`SF`), 30 N = 5.9M tokens at T = 64, batch 64, lr 3e-3 cosine, seed 0;
 data: the `mix` source with `data.n_pairs = 0`: half the rows are 64-token windows of one
@@ -221,39 +219,25 @@ Python-docs document (the corpus `hybrid-jax data build --source python-docs` ma
 of prose), half pack {grid.SHORT_LEN}-token windows of several documents. Evaluation: `mqar`
 (" abc:42" pairs in filler, then four keys queried: retrieval in the text the runs read) at
 80 and 128 tokens, 32 examples per depth, on every kept checkpoint (log-spaced, then every
-100 steps); the short loss on the corpus's validation documents.
-{reference}
-## Result
-![paper mix]({fig_name})
-
-{table}
-
-{distance_table}
-
+100 steps); the short loss on the corpus's validation documents.""", *reference)
+  report.section("Result", f"![paper mix]({fig_name})", table, distance_table, f"""\
 Accuracies: the last evaluation's value [95% interval, Binomial over its examples; one
-seed]. Tokens: the first evaluation at or above {THRESHOLD}, "> budget" when none.
-
+seed]. Tokens: the first evaluation at or above {THRESHOLD}, "> budget" when none.""", """\
 The same models on the toy study's task, `kv_recall` at T = 64 (synthetic token space):
-trained on the synthetic source (seed 0), and trained on the mix (its first evaluation):
-
-{kv_table}
-
-{V.verdicts_section(_judge(mix))}
-
-## Changed metrics
+trained on the synthetic source (seed 0), and trained on the mix (its first evaluation):""",
+                 kv_table)
+  report.add(V.verdicts_section(_judge(mix)))
+  report.section("Changed metrics", """\
 - **retrieval task**: this report first judged the mix runs on the toy study's `kv_recall`
   (the metric the sweep's eval settings write during training). Its marks, keys and values
   are byte ids >= 160, which Python-docs text never contains, so a model trained on the mix
   has never seen one: the test measures the token space, not retrieval. The claims are now
-  judged on `mqar`, in the text's own bytes. The first metric's claims, by the same rule:
-
-{_old_verdicts(mix_old)}
-
-## Cost
+  judged on `mqar`, in the text's own bytes. The first metric's claims, by the same rule:""",
+                 _old_verdicts(mix_old))
+  report.section("Cost", f"""\
 Training: {train_sum:.0f} core-minutes for the {len(runs)} mix runs ({train_wall:.0f} minutes
-on two workers, from each run's checkpoint timestamps, stored in each run's `train.json`).
-"""
-  runner.write(inv, report)
+on two workers, from each run's checkpoint timestamps, stored in each run's `train.json`).""")
+  runner.write(inv, report.text())
 
 
 def _old_verdicts(mix_old) -> str:

@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 
+from experiments.report import Report
 from experiments.scaling import sweep as grid
 from experiments.toy_study import bootstrap as B
 from experiments.toy_study import config as T
@@ -300,16 +301,14 @@ def write(inv, seeds, cells, emergence, emergence_png, fits, fit_png):
   e = emergence
   all_runs = _all_runs(seeds, cells)
   train_sum, train_wall = study.train_minutes(all_runs)
-  report = f"""# Scaling at toy scale: does the design change how fast long-context ability emerges?
-
+  report = Report("Scaling at toy scale: does the design change how fast long-context ability emerges?",
+                  f"""\
 Command: `python -m experiments.scaling.run` (on a 2-core CPU; runs are shared with the other
 findings under `{T.ROOT}`); `python -m experiments.scaling.run --report-only` regenerates this
 report and its figures from the committed run outputs in `experiments/data/toy_study/`,
-{runner.SAME_AS_MADE}.
-
-{V.rules_section(METRICS, list(CLAIMS))}
-
-## Setting, and why
+{runner.SAME_AS_MADE}.""")
+  report.add(V.rules_section(METRICS, list(CLAIMS)))
+  report.section("Setting, and why", """\
 The scaling grid has five architectures, all 1:1 with full attention where hybrid: full
 attention (`F`), SWA/full with windows 4, 16, 32 (1/16, 1/4, 1/2 of T = 64) and
 Lightning/full (`LF`); three sizes, toy-3xs / toy-2xs / toy-xs (~0.025M / 0.1M / 0.2M
@@ -324,54 +323,28 @@ architectures would add ~2 h of a 2-core CPU to the grid's ~1.5 h. Data: the syn
 T = 64, 8 key/value pairs per row with log-uniform query-to-evidence distances (dense
 retrieval supervision, near pairs first: the calibration in ../README.md). Budgets are far
 below the paper's 100-1000 N: at this size retrieval emerges within ~2M tokens, and a CPU
-sweep has to fit in about an hour and a half.
-
-## Emergence
-![emergence]({emergence_png})
-
-{e['emergence_table']}
-
-{e['depth_table']}
-
-{e['distance_table']}
-
+sweep has to fit in about an hour and a half.""")
+  report.section("Emergence", f"![emergence]({emergence_png})", e['emergence_table'],
+                 e['depth_table'], e['distance_table'], f"""\
 Token counts: median over seeds; accuracies and losses: mean over seeds; each with its 95%
 bootstrap interval [over seeds, and for accuracies over evaluation examples too; with one
 seed, over examples only]. "> {e['budget_tokens'] / 1e6:.2f}M": not reached within the budget
 (censored, counted as slower than any seed that got there). "{M.NOT_MEASURED}": the stored
-eval records predate the metric.
-
-Convergence, the gap between the best and the worst architecture's mean far accuracy:
-
-{e['conv_table']}
-
-{e['conv_dist_table']}
-
-and the same gap at the end of each budget's own cosine run:
-
-{e['budget_table']}
-
-## Every size and budget (seed 0): final short loss (filler tokens) / short loss (all tokens) / far accuracy
-
-{e['final_table']}
-
-{e['size_table']}
-
-## Scaling-law fit, largest size held out
+eval records predate the metric.""",
+                 "Convergence, the gap between the best and the worst architecture's mean far accuracy:",
+                 e['conv_table'], e['conv_dist_table'],
+                 "and the same gap at the end of each budget's own cosine run:", e['budget_table'])
+  report.add("## Every size and budget (seed 0): final short loss (filler tokens) / short loss "
+             "(all tokens) / far accuracy", e['final_table'], e['size_table'])
+  report.section("Scaling-law fit, largest size held out", f"""\
 L(N, D) = b N^-alpha + c D^-beta, the paper's form (Huber on log loss, L-BFGS-B multi-start,
 `hybrid_jax.analysis.scaling`, the fit of `hybrid-jax fit-scaling`), of the final held-out
 loss over filler tokens (`short_loss`), fitted on toy-3xs and toy-2xs, predicting toy-xs;
 alpha bounded to {ALPHA_BOUNDS}, beta to {BETA_BOUNDS}. One run per (size, budget) cell: the
 fit's numbers are point values, without an interval. The figure shows the {FIT_LABELS[
-"filler" if fits["filler"] else "all"]}.
-
-![fit]({fit_png})
-
-{fit_table(fits["filler"])}
-
-{V.verdicts_section(_judge(e, fits["filler"]))}
-
-## Changed metrics
+"filler" if fits["filler"] else "all"]}.""", f"![fit]({fit_png})", fit_table(fits["filler"]))
+  report.add(V.verdicts_section(_judge(e, fits["filler"])))
+  report.section("Changed metrics", f"""\
 - **short loss**: `short_loss` was the mean over every position of the held-out rows, the
   retrieval answer tokens included. `hybrid-jax eval` now writes it over filler tokens only,
   the answer tokens' loss apart (`short_answer_loss`) and the old definition as
@@ -385,32 +358,23 @@ fit's numbers are point values, without an interval. The figure shows the {FIT_L
   its distance. Per-distance bins are now measured; "far acc by distance" pools the bins
   wholly beyond every window (d >= {BEYOND}) over every depth, and the emergence-speed and
   convergence claims are judged on it too ("... by distance"), beside the old ones, which are
-  kept as they were.
-
-The speed and convergence claims over the scaling grid's five architectures (as first judged):
-
-{_judged_on_the_grid_five(e)}
-
-The fit of the all-token loss (the old target), and its claim judged by the same rule:
-
-{fit_table(fits["all"])}
-
-{_old_fit(fits["all"])}
-
-## What the evaluation provides, and what it still does not
+  kept as they were.""",
+                 "The speed and convergence claims over the scaling grid's five architectures (as first judged):",
+                 _judged_on_the_grid_five(e),
+                 "The fit of the all-token loss (the old target), and its claim judged by the same rule:",
+                 fit_table(fits["all"]), _old_fit(fits["all"]))
+  report.section("What the evaluation provides, and what it still does not", f"""\
 - Provided (`hybrid-jax eval`): the short loss on filler tokens (`short_loss`), the answer
   tokens' loss (`short_answer_loss`), the all-token mean (`short_loss_all`); accuracy per
   evidence-to-answer distance bin with its example count (`retrieval_acc_by_distance`,
   `retrieval_n_by_distance`), printed above with Binomial intervals on the counts. A stored
   record written before these keys existed prints "{M.NOT_MEASURED}".
 - Not provided: per-example (distance, correct) records. No claim here needs them: the bins'
-  edges (powers of two) include the largest window, {BEYOND}.
-
-## Cost
+  edges (powers of two) include the largest window, {BEYOND}.""")
+  report.section("Cost", f"""\
 Training: {train_sum:.0f} core-minutes for the {len(all_runs)} runs ({train_wall:.0f} minutes on
-two workers, from each run's checkpoint timestamps, stored in each run's `train.json`).
-"""
-  runner.write(inv, report)
+two workers, from each run's checkpoint timestamps, stored in each run's `train.json`).""")
+  runner.write(inv, report.text())
 
 
 def _gap_ratio(far_by_arch: dict) -> np.ndarray:
