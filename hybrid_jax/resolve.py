@@ -8,6 +8,7 @@ A train command resolves once (the CLI); functions that read ``derived`` or fill
 fields take the resolved config and check it (``hybrid_jax.configs.require_resolved``)."""
 
 import copy
+import json
 
 import ml_collections
 
@@ -17,6 +18,7 @@ from hybrid_jax.data.config_rules import check_data, data_fingerprint
 from hybrid_jax.data.tokenizer import load_tokenizer
 from hybrid_jax.model import params
 from hybrid_jax.model.config_rules import resolve_model
+from hybrid_jax.run import config_from_values
 
 
 def resolve(cfg) -> ml_collections.ConfigDict:
@@ -56,3 +58,15 @@ def ensure_resolved(cfg) -> ml_collections.ConfigDict:
   """``cfg`` itself when it is already resolved (a train command resolves once), else
   ``resolve(cfg)``: for entry points that accept a requested or a resolved config."""
   return cfg if rules.is_resolved(cfg) else resolve(cfg)
+
+
+def resolved_from_json(text: str) -> ml_collections.ConfigDict:
+  """The resolved config whose ``to_json()`` is ``text``, rebuilt without resolving it again
+  (the precompile child gets its parent's resolved config so: one resolve per command)."""
+  values = json.loads(text)
+  if "derived" not in values:
+    raise ValueError("resolved_from_json needs a resolved config's JSON (with its derived "
+                     "section); got a requested one")
+  cfg = config_from_values(values)        # the schema's types and tuples; derived is skipped
+  cfg.derived = ml_collections.ConfigDict(values["derived"])
+  return cfg

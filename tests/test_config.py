@@ -258,3 +258,35 @@ def test_training_time_eval_checks_do_not_resolve_a_resolved_config_again(monkey
   assert calls == []
   check_settings(tiny_config())
   assert calls == [1]
+
+
+# --- the typed sections packages read at their boundaries -------------------------------
+
+from hybrid_jax.core.eval_config import EvalConfig  # noqa: E402
+from hybrid_jax.data.config import DataConfig  # noqa: E402
+from hybrid_jax.train.config import CheckpointConfig, MeshConfig, TrainConfig  # noqa: E402
+
+SECTIONS = [("data", DataConfig), ("train", TrainConfig), ("eval", EvalConfig),
+            ("checkpoint", CheckpointConfig), ("mesh", MeshConfig)]
+
+
+@pytest.mark.parametrize("section,cls", SECTIONS, ids=[s for s, _ in SECTIONS])
+def test_each_section_view_is_frozen_and_has_every_schema_key(section, cls):
+  r = resolve(tiny_config())
+  view = cls.from_config(r[section])
+  assert {f.name for f in dataclasses.fields(cls)} == set(base_config()[section].keys())
+  assert dataclasses.asdict(view) == r[section].to_dict()
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    setattr(view, dataclasses.fields(cls)[0].name, None)
+  assert cls.from_config(view) is view
+  assert cls.from_config(r[section].to_dict()) == view          # a plain dict serves too
+  hash(view)                                                    # sequences are tuples
+
+
+def test_a_section_view_refuses_an_unfilled_field_in_one_line():
+  c = tiny_config()                                   # data.seed is filled by resolve
+  with pytest.raises(ConfigError, match=r"^config\.data\.seed: unset; DataConfig needs a resolved"):
+    DataConfig.from_config(c.data)
+  as_json = dict(resolve(c).eval.to_dict(), lengths=[512, 1024])   # a list: a tuple in the view
+  assert EvalConfig.from_config(as_json).lengths == (512, 1024)
+  assert EvalConfig.from_config(c.eval).every is None           # None is a setting here

@@ -70,3 +70,31 @@ def test_a_child_leaves_a_receipt_so_a_rerun_starts_no_child(monkeypatch):
     assert not precompile.cached(cfg)
   finally:
     moved.rename(entry)
+
+
+def test_the_child_takes_the_resolved_config_it_is_handed_without_resolving_again(monkeypatch):
+  """The parent resolved once; the child rebuilds that object from its JSON (``derived``
+  included) and compiles for it: ``resolve`` is never called in the child."""
+  import io
+  import hybrid_jax.resolve
+  from hybrid_jax.configs import is_resolved
+  from hybrid_jax.configs.default import get_config
+  from hybrid_jax.train import precompile
+
+  cfg = hybrid_jax.resolve.resolve(get_config())
+  cfg.derived.steps = 7                  # what a resolve in the child could not reproduce
+
+  def no_resolve(*args, **kwargs):
+    raise AssertionError("the child resolved its config again")
+  monkeypatch.setattr(hybrid_jax.resolve, "resolve", no_resolve)
+  compiled = []
+  monkeypatch.setattr(precompile, "compile_first_programs", compiled.append)
+  monkeypatch.setattr(precompile.sys, "stdin", io.StringIO(cfg.to_json()))
+  before = precompile.jax.config.jax_persistent_cache_min_compile_time_secs
+  try:
+    assert precompile.main() == 0
+  finally:
+    precompile.jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
+  (child,) = compiled
+  assert is_resolved(child) and child.derived.steps == 7
+  assert json.loads(child.to_json()) == json.loads(cfg.to_json())

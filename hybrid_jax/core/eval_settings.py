@@ -14,6 +14,7 @@ import json
 import math
 
 from hybrid_jax.configs import require_resolved
+from hybrid_jax.core.eval_config import EvalConfig
 from hybrid_jax.data import task_families
 
 NOT_IN_ID = ("every",)
@@ -105,9 +106,10 @@ class EvalSettings:
 
   @classmethod
   def from_config(cls, cfg) -> "EvalSettings":
-    """From a resolved run config (``cfg.eval`` plus ``data.seq_len`` for the short length)."""
+    """From a resolved run config (``cfg.eval``, as its EvalConfig, plus ``data.seq_len`` for
+    the short length)."""
     require_resolved(cfg, "EvalSettings.from_config")
-    e = cfg.eval
+    e = EvalConfig.from_config(cfg.eval)
     return cls(tasks=task_names(e.tasks), lengths=tuple(int(n) for n in e.lengths),
                depths=tuple(float(d) for d in e.depths), examples=int(e.examples),
                seed=int(e.seed), batch_tokens=int(e.batch_tokens),

@@ -16,6 +16,7 @@ batch is within two rows of the configured fraction, yet row kinds need no state
 import numpy as np
 
 from hybrid_jax.data import text as T
+from hybrid_jax.data.config import DataConfig
 from hybrid_jax.data.token_ids import TokenIds
 from hybrid_jax.data.tokenizer import load_tokenizer
 
@@ -61,6 +62,7 @@ class TrainingMix:
   seed and tokenized per row (the pipeline's smoke path, not a corpus)."""
 
   def __init__(self, data_cfg, *, batch_size: int, tokenizer=None, corpus=None):
+    data_cfg = DataConfig.from_config(data_cfg)
     self.seq_len, self.batch_size, self.seed = data_cfg.seq_len, batch_size, data_cfg.seed
     self.n_pairs, self.min_distance = data_cfg.n_pairs, data_cfg.min_distance
     self.long_fraction, self.short_len = data_cfg.long_fraction, data_cfg.short_len

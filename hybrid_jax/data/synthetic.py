@@ -10,6 +10,8 @@ process can build exactly its slice of any batch, and a resume needs no iterator
 
 import numpy as np
 
+from hybrid_jax.data.config import DataConfig
+
 MIN_VOCAB = 256
 N_FILLER = 160
 KV_MARK, Q_MARK = 160, 161
@@ -33,6 +35,7 @@ class SyntheticRetrieval:
   """Batches of dicts: inputs, targets [B, T] int32; answer_mask [B, T] bool (query values)."""
 
   def __init__(self, data_cfg, *, batch_size: int):
+    data_cfg = DataConfig.from_config(data_cfg)
     self.seq_len, self.batch_size = data_cfg.seq_len, batch_size
     self.seed, self.n_pairs, self.min_distance = data_cfg.seed, data_cfg.n_pairs, data_cfg.min_distance
     self.words, self.lengths, self.probs = lexicon()

@@ -7,11 +7,11 @@ with the same settings sees the same text, and none of it was trained on (runs w
 ``data.seed`` equals ``eval.seed`` still train on steps < HELDOUT_STEP0 only).
 """
 
-import copy
+import dataclasses
 
 import numpy as np
 
-from hybrid_jax.data import make_source
+from hybrid_jax.data import DataConfig, source_for
 
 HELDOUT_STEP0 = 2 ** 30
 SHORT_STREAM, LONG_STREAM = 0, 2 ** 20     # disjoint step ranges for the two uses
@@ -21,9 +21,8 @@ def heldout_rows(cfg, *, length: int, rows: int, seed: int, stream: int, answers
   """(inputs [rows, length], targets [rows, length]) int32 of held-out text, and with
   ``answers`` the bool [rows, length] mask of positions whose target is a retrieval answer
   (all False for sources without answers)."""
-  c = copy.deepcopy(cfg)
-  c.data.seq_len, c.data.seed, c.train.batch_size = length, seed, rows
-  source = make_source(c)
+  data = dataclasses.replace(DataConfig.from_config(cfg.data), seq_len=length, seed=seed)
+  source = source_for(data, rows)
   if hasattr(source, "heldout_batch"):
     b = source.heldout_batch(stream, rows=range(rows))
   else:

@@ -19,6 +19,7 @@ from orbax.checkpoint.checkpoint_managers import save_decision_policy as sdp
 
 from hybrid_jax.run import packed_state
 from hybrid_jax.run.restore import quiet_orbax_noise
+from hybrid_jax.train.config import CheckpointConfig
 
 
 @contextlib.contextmanager
@@ -80,6 +81,8 @@ class Checkpointer:
   process killed mid-write leaves no step that restore accepts."""
 
   def __init__(self, directory, ck, total_steps: int):
+    """``ck``: the resolved ``checkpoint`` section, or its CheckpointConfig."""
+    ck = CheckpointConfig.from_config(ck)
     self.directory = directory
     self.async_save = ck.async_save
     self.kept_steps = log_spaced_steps(total_steps, ck.log_per_octave, ck.log_min_step)

@@ -20,7 +20,9 @@ import subprocess
 import sys
 import time
 
+from hybrid_jax.core.eval_config import EvalConfig
 from hybrid_jax.errors import UserError
+from hybrid_jax.train.config import TrainConfig
 
 
 def usable_cores() -> list[int]:
@@ -35,11 +37,12 @@ def check(n: int, cfg) -> None:
   if not 1 <= n <= len(cores):
     raise UserError(f"--local_processes must be 1..{len(cores)} (the cores this process may "
                     f"use); got {n}")
-  k = cfg.train.get("microbatches", 1)
-  if cfg.train.batch_size % (n * k):
-    raise UserError(f"--local_processes {n}: config.train.batch_size ({cfg.train.batch_size}) "
+  t, ev = TrainConfig.from_config(cfg.train), EvalConfig.from_config(cfg.eval)
+  k = t.microbatches
+  if t.batch_size % (n * k):
+    raise UserError(f"--local_processes {n}: config.train.batch_size ({t.batch_size}) "
                     f"must be a multiple of the processes x microbatches ({n} x {k})")
-  if cfg.eval.get("every"):
+  if ev.every:
     raise UserError(f"--local_processes {n}: config.eval.every: evaluation during multi-process "
                     "training is not supported; evaluate the checkpoints afterwards with "
                     "hybrid-jax eval")

@@ -7,13 +7,16 @@ import sys
 
 import jax
 
+from hybrid_jax.core.eval_config import EvalConfig
 from hybrid_jax.core.hooks import Hook, is_eval_step
+from hybrid_jax.data.config import DataConfig
 from hybrid_jax.data.pipeline import Batches, resolve_workers
 from hybrid_jax.errors import UserError
 from hybrid_jax.resolve import ensure_resolved
 from hybrid_jax.run import RunDir
 from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
+from hybrid_jax.train.config import CheckpointConfig, MeshConfig, TrainConfig
 from hybrid_jax.train.failures import disk_error
 from hybrid_jax.train.loop_hooks import CheckpointHook, EvalHook, MetricsHook, StepView
 from hybrid_jax.train.progress import Progress
@@ -138,22 +141,27 @@ def run_step(cfg, mesh, graphdef, rest, tx, state_shardings):
 
 def step_batch(cfg, mesh, local: dict) -> dict:
   """This process's rows of a step's batch -> the global batch the train step takes."""
-  return sharding.global_batch(mesh, local, cfg.train.batch_size // cfg.train.microbatches)
+  t = TrainConfig.from_config(cfg.train)
+  return sharding.global_batch(mesh, local, t.batch_size // t.microbatches)
 
 
 def _train_locked(cfg, run, progress, hooks) -> dict:
   total = cfg.derived.steps
+  # The sections this loop reads, typed and frozen once (cfg itself goes on to the builders
+  # and hooks, which take the whole resolved config).
+  t, data = TrainConfig.from_config(cfg.train), DataConfig.from_config(cfg.data)
+  ck, ev = CheckpointConfig.from_config(cfg.checkpoint), EvalConfig.from_config(cfg.eval)
 
-  mesh = sharding.make_mesh(cfg.mesh)
+  mesh = sharding.make_mesh(MeshConfig.from_config(cfg.mesh))
   graphdef, rest, state, tx, schedule = init_state(cfg, mesh)
   state_shardings = sharding.state_shardings(mesh, state)
-  ckpt = Checkpointer(run.checkpoint_dir.absolute(), cfg.checkpoint, total)
+  ckpt = Checkpointer(run.checkpoint_dir.absolute(), ck, total)
   restored, start = restore_newest_intact(   # onto this run's mesh, whatever mesh saved it
       ckpt, jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
                          state, state_shardings), primary=run.writer)
   if start:
     state = restored
-  report_metrics_gap(run, start, cfg.train.log_every, total)
+  report_metrics_gap(run, start, t.log_every, total)
   run.setup = compute_setup()
   report_setup_change(run.read_status(), run.setup, start)
   try:
@@ -179,16 +187,16 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   else:
     writer = _NoWriter()
   train_step = run_step(cfg, mesh, graphdef, rest, tx, state_shardings)
-  rows = sharding.process_rows(cfg.train.batch_size)
-  batches = Batches(cfg, start, total, rows, resolve_workers(cfg.data.workers, jax.default_backend()),
-                    cfg.data.prefetch)
+  rows = sharding.process_rows(t.batch_size)
+  batches = Batches(cfg, start, total, rows, resolve_workers(data.workers, jax.default_backend()),
+                    data.prefetch)
   step = start
   bar = Progress(start, total, enabled=progress if run.writer else False)
-  log = MetricsHook(total, every=cfg.train.log_every, run=run, writer=writer, bar=bar, hooks=hooks,
-                    schedule=schedule, tokens_per_step=cfg.train.batch_size * cfg.data.seq_len,
-                    lr=cfg.train.lr, start=start, batches=batches)
+  log = MetricsHook(total, every=t.log_every, run=run, writer=writer, bar=bar, hooks=hooks,
+                    schedule=schedule, tokens_per_step=t.batch_size * data.seq_len,
+                    lr=t.lr, start=start, batches=batches)
   save = CheckpointHook(total, ckpt, hooks)
-  evaluate = EvalHook(total, every=cfg.eval.every, hooks=hooks, writer=writer)
+  evaluate = EvalHook(total, every=ev.every, hooks=hooks, writer=writer)
   try:
     with _StopFlag() as stop:
       vote = jax.process_count() > 1           # processes agree on stopping through the step
@@ -245,7 +253,7 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
   run.write_status("done", step, total)
   if ckpt.skipped:
     print(f"hybrid-jax: {ckpt.skipped} rolling checkpoint(s) skipped: each was due while the one "
-          f"before was still being written (checkpoint.every={cfg.checkpoint.every} steps is "
+          f"before was still being written (checkpoint.every={ck.every} steps is "
           f"shorter than a save)", file=sys.stderr, flush=True)
   if run.writer:
     for hook in hooks:

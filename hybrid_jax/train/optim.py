@@ -3,6 +3,8 @@
 import jax
 import optax
 
+from hybrid_jax.train.config import TrainConfig
+
 
 def make_schedule(t, total_steps: int):
   peak, floor = t.lr, t.lr * t.min_lr_ratio
@@ -21,6 +23,8 @@ def make_schedule(t, total_steps: int):
 
 
 def make_optimizer(t, total_steps: int):
+  """``t``: the resolved ``train`` section, or its TrainConfig."""
+  t = TrainConfig.from_config(t)
   schedule = make_schedule(t, total_steps)
   tx = optax.chain(
       optax.clip_by_global_norm(t.grad_clip),

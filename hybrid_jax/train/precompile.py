@@ -42,6 +42,8 @@ from pathlib import Path
 import jax
 import jaxlib
 
+from hybrid_jax.configs import require_resolved
+
 ENV = "HYBRID_JAX_PRECOMPILE"
 PROGRAMS = ("jit_init", "jit_train_step")
 _SOURCES = ("hybrid_jax", "pallas_kernels")    # the packages whose code the programs trace
@@ -115,8 +117,10 @@ def first_step_note(cfg) -> str:
 
 def in_child(cfg, timeout_s: float = 900.0) -> None:
   """Compile ``cfg``'s (resolved) init and train step in a child process, which writes them
-  to the persistent cache, unless a receipt says it is done (``cached``). Its failure or
-  timeout is ignored: the caller compiles them."""
+  to the persistent cache, unless a receipt says it is done (``cached``). The child gets
+  the resolved config itself (its JSON, ``derived`` included) and does not resolve again.
+  Its failure or timeout is ignored: the caller compiles them."""
+  require_resolved(cfg, "precompile.in_child")
   if cached(cfg):
     return
   try:
@@ -156,11 +160,12 @@ class _CacheKeys(logging.Handler):
 
 def main() -> int:
   """The child: ``python -m hybrid_jax.train.precompile`` with a resolved config's JSON on
-  stdin. Writes the receipt once both programs are in the cache."""
-  from hybrid_jax.resolve import resolve
-  from hybrid_jax.run import atomic_write_text, config_from_values
+  stdin, taken as it is (the parent resolved it). Writes the receipt once both programs are
+  in the cache."""
+  from hybrid_jax.resolve import resolved_from_json
+  from hybrid_jax.run import atomic_write_text
+  cfg = resolved_from_json(sys.stdin.read())
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)   # store even fast ones
-  cfg = resolve(config_from_values(json.load(sys.stdin)))
   logger, keys = logging.getLogger("jax._src.compiler"), _CacheKeys()
   level = logger.level
   logger.addHandler(keys)

@@ -17,6 +17,7 @@ BATCH_AXES = ("data", "fsdp")       # the batch dimension is split over every de
 
 
 from hybrid_jax.configs import ConfigError
+from hybrid_jax.train.config import MeshConfig, TrainConfig
 
 
 class MeshError(ConfigError):
@@ -24,7 +25,9 @@ class MeshError(ConfigError):
 
 
 def mesh_shape(mesh_cfg, n_devices: int) -> tuple[int, int]:
-  """(data, fsdp) with ``-1`` filled in so that the product is the device count."""
+  """(data, fsdp) with ``-1`` filled in so that the product is the device count;
+  ``mesh_cfg``: the resolved ``mesh`` section, or its MeshConfig."""
+  mesh_cfg = MeshConfig.from_config(mesh_cfg)
   data, fsdp = mesh_cfg.data, mesh_cfg.fsdp
   if fsdp == -1 and data == -1:
     raise MeshError("config.mesh: at most one of mesh.data and mesh.fsdp may be -1")
@@ -61,7 +64,8 @@ def check_mesh(cfg, devices=None) -> tuple[int, int]:
   over the FSDP axis (see ``batch_axes``)."""
   n = jax.device_count() if devices is None else len(devices)
   data, fsdp = mesh_shape(cfg.mesh, n)
-  b, k, procs = cfg.train.batch_size, cfg.train.get("microbatches", 1), _processes(devices)
+  t = TrainConfig.from_config(cfg.train)
+  b, k, procs = t.batch_size, t.microbatches, _processes(devices)
   axes = batch_axes((data, fsdp), b // k)
   if axes != BATCH_AXES and procs > 1:
     raise MeshError(f"config.train.batch_size: batch_size / microbatches = {b // k} must be a "

@@ -10,6 +10,7 @@ from hybrid_jax.core.params_state import abstract_model, init_params  # noqa: F4
 from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.model import build_model
 from hybrid_jax.train import sharding
+from hybrid_jax.train.config import TrainConfig
 from hybrid_jax.train.optim import make_optimizer
 
 
@@ -18,20 +19,21 @@ def init_state(cfg, mesh=None):
   that is checkpointed. Initialisation runs as one compiled program, not op by op; with a
   ``mesh`` every array is created directly in its sharding (no device holds the whole)."""
   require_resolved(cfg, "init_state")
-  tx, schedule = make_optimizer(cfg.train, cfg.derived.steps)
+  t = TrainConfig.from_config(cfg.train)
+  tx, schedule = make_optimizer(t, cfg.derived.steps)
 
   def init(*seed):                          # the seed: an argument, or a constant (below)
-    model = build_model(cfg.model, jax.random.key(seed[0]) if seed else cfg.train.seed)
+    model = build_model(cfg.model, jax.random.key(seed[0]) if seed else t.seed)
     _, params, rest = nnx.split(model, nnx.Param, ...)
     return dict(params=params, opt_state=tx.init(params)), rest
 
-  graphdef = abstract_model(cfg.model, cfg.train.seed)[0]
+  graphdef = abstract_model(cfg.model, t.seed)[0]
   out_shardings = None
   if mesh is not None:
     abstract_state, abstract_rest = jax.eval_shape(init)
     out_shardings = (sharding.state_shardings(mesh, abstract_state),
                      jax.tree.map(lambda _: sharding.replicated(mesh), abstract_rest))
-  state, rest = jax.jit(init, out_shardings=out_shardings)(*seed_argument(cfg.train.seed))
+  state, rest = jax.jit(init, out_shardings=out_shardings)(*seed_argument(t.seed))
   return graphdef, rest, state, tx, schedule
 
 
@@ -51,8 +53,9 @@ def abstract_state(cfg, mesh):
   """(graphdef, rest, tx, state, shardings): the train state, optimizer moments included, as
   shapes carrying their ``mesh`` shardings; nothing is allocated (planning a run's memory)."""
   require_resolved(cfg, "abstract_state")
-  tx, _ = make_optimizer(cfg.train, cfg.derived.steps)
-  graphdef, params, rest = abstract_model(cfg.model, cfg.train.seed)
+  t = TrainConfig.from_config(cfg.train)
+  tx, _ = make_optimizer(t, cfg.derived.steps)
+  graphdef, params, rest = abstract_model(cfg.model, t.seed)
   state = dict(params=params, opt_state=jax.eval_shape(tx.init, params))
   shardings = sharding.state_shardings(mesh, state)
   state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),

@@ -11,6 +11,7 @@ from jax.sharding import PartitionSpec as P
 
 from hybrid_jax.flax_nnx import nnx
 from hybrid_jax.train import sharding
+from hybrid_jax.train.config import TrainConfig
 
 
 def lm_loss(logits_BxTxV, targets_BxT, answer_mask_BxT):
@@ -168,6 +169,6 @@ def make_train_step(graphdef, rest, tx, *, mesh=None, state_shardings=None, micr
 def step_for(cfg, graphdef, rest, tx, *, mesh=None, state_shardings=None, donate: bool = True):
   """The resolved run's train step, as the loop, its precompile, ``plan`` and ``bench`` all
   build it: one place, so what ``plan`` compiles is what ``train`` runs."""
+  t = TrainConfig.from_config(cfg.train)
   return make_train_step(graphdef, rest, tx, mesh=mesh, state_shardings=state_shardings,
-                         microbatches=cfg.train.microbatches, batch_size=cfg.train.batch_size,
-                         donate=donate)
+                         microbatches=t.microbatches, batch_size=t.batch_size, donate=donate)
