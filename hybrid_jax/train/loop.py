@@ -18,7 +18,8 @@ from hybrid_jax.train import distributed, sharding
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.config import CheckpointConfig, MeshConfig, TrainConfig
 from hybrid_jax.train.failures import disk_error
-from hybrid_jax.train.loop_hooks import CheckpointHook, EvalHook, MetricsHook, StepView
+from hybrid_jax.train.loop_hooks import (CheckpointHook, EvalHook, MetricsHook, Preempted,
+                                         PreemptionHook, StepView, record_hooks)
 from hybrid_jax.train.progress import Progress
 from hybrid_jax.train.resume import (compute_setup, remove_partial_saves, report_metrics_gap,
                                      report_setup_change, restore_newest_intact)
@@ -62,10 +63,6 @@ def _close_quietly(writer):
     for w in (getattr(writer, "event_writer", None), getattr(writer, "file_writer", None)):
       if w is not None:
         w.close = lambda: None
-
-
-class Preempted(Exception):
-  """Training stopped on SIGTERM/SIGINT after saving a checkpoint."""
 
 
 class _StopFlag:
@@ -192,11 +189,13 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
                     data.prefetch)
   step = start
   bar = Progress(start, total, enabled=progress if run.writer else False)
-  log = MetricsHook(total, every=t.log_every, run=run, writer=writer, bar=bar, hooks=hooks,
-                    schedule=schedule, tokens_per_step=t.batch_size * data.seq_len,
-                    lr=t.lr, start=start, batches=batches)
+  log = MetricsHook(total, every=t.log_every, schedule=schedule, start=start, batches=batches,
+                    tokens_per_step=t.batch_size * data.seq_len,
+                    sinks=record_hooks(total, t.log_every, run=run, writer=writer, bar=bar,
+                                       hooks=hooks, lr=t.lr))
   save = CheckpointHook(total, ckpt, hooks)
   evaluate = EvalHook(total, every=ev.every, hooks=hooks, writer=writer)
+  preempt = PreemptionHook(total, run=run, save=save, ckpt=ckpt)
   try:
     with _StopFlag() as stop:
       vote = jax.process_count() > 1           # processes agree on stopping through the step
@@ -227,12 +226,7 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
             pending = view
         bar.step()
         if stopping:
-          save(view, force=True)
-          ckpt.wait()                             # SIGTERM: the save in flight is on disk first
-          why = (f"stopped by signal {stop.signum}" if stop.signum is not None
-                 else "stopped by a signal to another process of the job")
-          run.write_status("preempted", step, total, why)
-          raise Preempted(f"preempted at step {step}/{total}; rerun the same command to resume")
+          preempt(view, stop.signum)
         if vote and step == start + 2:           # the first step has run (its vote was read),
           distributed.quiet_gloo_threads()        # so gloo's event loop exists
         if save.due(step):
