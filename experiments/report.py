@@ -16,11 +16,20 @@ calibration tables of experiments/README.md are a report without title or comman
 import dataclasses
 
 
+EXPLORATORY = (
+    "**Exploratory.** This report's seeds are the study's first ones, and its verdict rules and "
+    "margins were written after their first results (issue 47). Every verdict below is "
+    "exploratory and none is counted in the confirmatory summary: "
+    "`experiments/confirmatory/REPORT.md` tests one primary claim per finding on 7 fresh seeds "
+    "per arm, under rules committed before those seeds were trained.")
+
+
 @dataclasses.dataclass
 class Report:
   title: str | None = None
   command: str | None = None
   blocks: list[str] = dataclasses.field(default_factory=list)
+  exploratory: bool = True       # a finding's report from the first seeds (see EXPLORATORY)
 
   def add(self, *blocks: str) -> "Report":
     """Blocks as they are printed: a table, a paragraph, a section made elsewhere."""
@@ -36,5 +45,7 @@ class Report:
     return "\n\n".join(self.blocks)
 
   def text(self) -> str:
-    """REPORT.md: ``# title``, the command, the blocks; one newline at the end."""
-    return "\n\n".join([f"# {self.title}", self.command, self.body()]) + "\n"
+    """REPORT.md: ``# title``, the command, the exploratory label, the blocks; one newline
+    at the end."""
+    head = [f"# {self.title}", self.command] + ([EXPLORATORY] if self.exploratory else [])
+    return "\n\n".join(head + [self.body()]) + "\n"

@@ -1,11 +1,14 @@
 """experiments.toy_study.study: which runs are read, how seeds are aligned and summarised."""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
 
 from experiments.toy_study import study
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def fake_run(root, name, *, pattern="SF", window=4, pos_full="rope", size="toy-xs", seed=0,
@@ -163,7 +166,21 @@ def test_verdict_rule_on_each_side_of_the_margin():
   assert V.decide(within, Interval(0.0, -0.1, 0.1, 3)) == V.INCONCLUSIVE
   text = V.verdicts_section([V.judge(above, Interval(0.0, -0.1, 0.1, 3), "it failed.")])
   assert "**not reproduced**" in text and "- c (not reproduced): it failed." in text
-  assert text.endswith("Summary: 0 reproduced, 1 not reproduced, 0 inconclusive.")
+  assert text.endswith("Summary (exploratory, not counted in the confirmatory summary): "
+                       "0 reproduced, 1 not reproduced, 0 inconclusive.")
+
+
+def test_exploratory_reports_say_so_and_never_claim_rules_came_first():
+  """Issue 47: the first seeds' rules were written after their results. Each finding's
+  report says it is exploratory and keeps its summary out of the confirmatory count."""
+  from experiments.report import EXPLORATORY, Report
+  assert EXPLORATORY in Report("t", "c").text()
+  for name in ("scaling", "full_attention_carries_retrieval", "large_window_laziness",
+               "nope_on_full", "paper_mix"):
+    text = (ROOT / "experiments" / name / "REPORT.md").read_text()
+    assert EXPLORATORY in text, name
+    assert "before any result is read" not in text, name
+    assert "\nSummary: " not in text, name
 
 
 def test_store_export_keeps_outputs_not_checkpoints(tmp_path):

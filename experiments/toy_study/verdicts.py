@@ -56,9 +56,11 @@ def decide(claim: Claim, iv: Interval, cannot_fail: str | None = None) -> str:
 
 def rules_section(metrics: list[tuple[str, str]], claims: list[Claim], extra: str = "") -> str:
   """The report's first section: every metric it prints, every claim with its margin, and
-  the rule; written from the runner's constants before any result is read."""
+  the rule, from the runner's constants. These rules were written after the first seeds'
+  results (issue 47), so the section says so; the confirmatory rules are the ones frozen first."""
   lines = ["## Metrics and verdict rules",
-           "Fixed in the runner's code before any result is read; every metric below is "
+           "Written in the runner's code after this study's first results were read (exploratory; "
+           "see above); every metric below is "
            "printed in the results whether it favours the paper or not.", "",
            "Metrics:"]
   lines += [f"- **{name}**: {what}" for name, what in metrics]
@@ -96,7 +98,8 @@ def verdicts_section(judged: list[Judged]) -> str:
   lines += [f"- {j.claim.key} ({j.verdict}): {j.note}" for j in judged if j.note]
   counts = {v: sum(j.verdict == v for j in judged)
             for v in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)}
-  lines += ["", "Summary: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "."]
+  lines += ["", "Summary (exploratory, not counted in the confirmatory summary): "
+            + ", ".join(f"{n} {v}" for v, n in counts.items()) + "."]
   return "\n".join(lines)
 
 
