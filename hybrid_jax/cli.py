@@ -1,9 +1,10 @@
 """The hybrid-jax command trains, evaluates, sweeps, plots and analyses hybrid language models.
 
 Each command is a module with ``main(argv) -> int``; ``hybrid-jax COMMAND --help`` shows its
-options and their defaults. ``train`` takes ml_collections config-file flags: ``--config FILE``
-(default: the toy CPU config) and overrides such as ``--config.model.window=64``; ``eval``
-takes the run's own config with ``--config.eval.*`` overrides. A failure the user caused
+options and their defaults. ``train`` takes ``--config FILE`` (default: the toy CPU config)
+and overrides such as ``--config.model.window=64`` (``hybrid_jax.overrides``, the one parser
+of every command taking them); ``eval`` takes the run's own config with ``--config.eval.*``
+overrides. A failure the user caused
 (a :class:`~hybrid_jax.errors.UserError`) is printed here, once, as one line, exit 2.
 """
 

@@ -72,25 +72,6 @@ class _SubParsers(argparse._SubParsersAction):
     return super().add_parser(name, **kwargs)
 
 
-# ``--config.a.b=None`` unsets an optional key, which absl's typed parsers cannot express.
-def unset_overrides(argv):
-  """(argv without ``--config.x=None`` flags, the dotted keys they unset)."""
-  is_unset = lambda a: a.startswith("--config.") and a.split("=", 1)[-1] in ("None", "none")
-  return ([a for a in argv if not is_unset(a)],
-          [a.split("=", 1)[0][len("--config."):] for a in argv if is_unset(a)])
-
-
-def unset(config, paths, allowed_prefix=""):
-  for path in paths:
-    *parents, leaf = path.split(".")
-    node = config
-    for p in parents:
-      node = node[p]
-    if leaf not in node or not path.startswith(allowed_prefix):
-      raise KeyError(f"unknown config key {path}")
-    node[leaf] = None
-
-
 def literal(text: str):
   """A Python literal when ``text`` is one (``20``, ``None``, ``{'a': 1}``), else the string."""
   try:

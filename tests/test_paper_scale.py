@@ -118,7 +118,7 @@ def test_committed_plan_covers_the_grid_every_run_fits_and_keeps_its_batch():
   (a changed paper config must be planned again), and every run fits a v5p chip with the
   configured global batch (a microbatch change divides it; nothing else changed)."""
   import json
-  from hybrid_jax.launch.cli import parse_overrides
+  from hybrid_jax.overrides import parse as parse_overrides
   from hybrid_jax.plan.cli import config_hash
 
   class V5p:

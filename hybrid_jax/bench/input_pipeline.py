@@ -11,11 +11,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from hybrid_jax import overrides
 from hybrid_jax.bench import BenchError
 from hybrid_jax.cli_args import HelpFormatter, usage
 
 TARGET_MS = 33.0
-CONFIG_USAGE = usage("hybrid-jax bench data", "--config FILE", "[--config.KEY=VALUE ...]",
+CONFIG_USAGE = usage("hybrid-jax bench data", "--config FILE", overrides.USAGE,
                      "[--workers N]", "[--steps N]", "[--text-steps N]", "[--target-ms MS]",
                      "[--train]", "[--train-steps N]", "[--rounds N]", "[--json FILE]")
 
@@ -49,9 +50,8 @@ def _parser():
 def _config(args, rest):
   from hybrid_jax.errors import UserError
   from hybrid_jax.resolve import resolve
-  from hybrid_jax.training import parse_train_flags
   try:
-    config, _ = parse_train_flags(["--config", args.config, *rest, "--workdir", "-"])
+    config = overrides.config_from(args.config, rest)
     return config, resolve(config)
   except UserError as e:
     raise BenchError(str(e)) from None

@@ -4,23 +4,12 @@ collect its metrics into one table."""
 import sys
 from pathlib import Path
 
-from hybrid_jax.cli_args import ArgumentParser, key_values, literal, usage
+from hybrid_jax import overrides
+from hybrid_jax.cli_args import ArgumentParser, key_values, usage
 from hybrid_jax.errors import UserError
 from hybrid_jax.launch import report
 from hybrid_jax.run import collect_rows
 from hybrid_jax.run.collect import write_rows
-
-
-def parse_overrides(args: list[str]) -> dict:
-  """``--config.train.steps=20`` -> {"train.steps": 20}; values are Python literals, else
-  strings; ``None`` unsets an optional key."""
-  out = {}
-  for a in args:
-    if not a.startswith("--config.") or "=" not in a:
-      raise ValueError(f"unrecognised argument {a!r} (overrides look like --config.train.steps=20)")
-    key, value = a[len("--config."):].split("=", 1)
-    out[key] = literal(value)
-  return out
 
 
 def main(argv):
@@ -32,7 +21,7 @@ def main(argv):
                                  "[--backend {local,slurm,ray}]", "[--parallel N]", "[--dry-run]",
                                  "[--retry-failed]", "[--slurm KEY=VALUE ...]", "[--ray KEY=VALUE ...]",
                                  "[--plan PLAN.jsonl]", "[--ray-address ADDR]", "[--max-attempts N]",
-                                 "[--wait]", "[--config.KEY=VALUE ...]"),
+                                 "[--wait]", overrides.USAGE),
                      epilog="--config.KEY=VALUE overrides every run's config (keys: "
                      "hybrid_jax/configs/base.py; e.g. --config.train.steps=20).")
   s.add_argument("sweep_file", help="A Python file defining get_sweep() (see hybrid_jax.launch.grid).")
@@ -81,10 +70,7 @@ def main(argv):
                  "GPU topology: memory, FLOPs, step time and the grid's cost")
   args, rest = p.parse_known_args(argv)
   if args.cmd == "submit":
-    try:
-      overrides = parse_overrides(rest)
-    except ValueError as e:
-      raise UserError(str(e)) from None
+    config_overrides = overrides.parse(rest, command="sweep submit")
     slurm = key_values(args.slurm, "--slurm")
     if args.parallel is not None and args.parallel < 1:
       raise UserError(f"--parallel must be >= 1, got {args.parallel}")
@@ -93,7 +79,7 @@ def main(argv):
     from hybrid_jax.launch.submit import submit   # lazy: JAX, seconds; --help stays instant
     try:
       results = submit(args.sweep_file, args.root, backend=args.backend, parallel=args.parallel,
-                       dry_run=args.dry_run, overrides=overrides, retry_failed=args.retry_failed,
+                       dry_run=args.dry_run, overrides=config_overrides, retry_failed=args.retry_failed,
                        slurm=slurm, wait=args.wait, ray=args.ray, plan=args.plan,
                        ray_address=args.ray_address, max_attempts=args.max_attempts,
                        log=lambda m: print(f"hybrid-jax sweep: {m}", flush=True))

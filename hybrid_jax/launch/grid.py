@@ -24,6 +24,7 @@ from pathlib import Path
 
 import ml_collections
 
+from hybrid_jax import overrides as config_overrides
 from hybrid_jax.configs import ConfigError
 from hybrid_jax.errors import UserError
 
@@ -141,10 +142,11 @@ class PlannedRun:
 
 
 def plan(sweep: Sweep, overrides: Point | None = None) -> list[PlannedRun]:
-  """Every grid point as a run, validated before anything is written or submitted. An
-  unknown key or a name clash is the sweep's error (SweepError); a point whose values break
-  a rule (heads not dividing d_model, ...) is that run's error: it is reported and marked
-  failed, and the rest of the grid still runs."""
+  """Every grid point as a run, with ``overrides`` (``hybrid_jax.overrides.parse``'s) applied,
+  validated before anything is written or submitted. An unknown key or a name clash is the
+  sweep's error (SweepError; a bad override, a UserError); a point whose values break a rule
+  (heads not dividing d_model, ...) is that run's error: it is reported and marked failed,
+  and the rest of the grid still runs."""
   from hybrid_jax.resolve import resolve   # lazy: JAX, seconds; --help stays instant
   keys = list(dict.fromkeys(k for point in sweep.grid for k in point))
   runs, names = [], set()
@@ -153,7 +155,7 @@ def plan(sweep: Sweep, overrides: Point | None = None) -> list[PlannedRun]:
     if name in names:
       raise SweepError(f"two grid points share the run name {name!r}")
     names.add(name)
-    cfg = apply(apply(sweep.base, point), overrides or {})
+    cfg = config_overrides.apply(apply(sweep.base, point), overrides or {})   # the CLI's, as text
     try:
       runs.append(PlannedRun(name, point, cfg, resolve(cfg)))
     except ConfigError as e:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import ml_collections
 
+from hybrid_jax import overrides
 from hybrid_jax.cli_args import ArgumentParser, usage
 from hybrid_jax.errors import UserError
 from hybrid_jax.run.config import EXECUTION_KEYS
@@ -155,7 +156,7 @@ def main(argv) -> int:
   p = ArgumentParser(prog=prog, description="Compile one run's train step for a topology and "
                      "report its memory, FLOPs, step time and cost.",
                      usage=usage(prog, "--topology T", "[--config FILE]",
-                                 "[--config.KEY=VALUE ...]", *OPTIONS),
+                                 overrides.USAGE, *OPTIONS),
                      epilog=OVERRIDES_HELP.format(what="the run's config"))
   _common(p)
   p.add_argument("--config", default=None, metavar="FILE", help="config file defining "
@@ -163,9 +164,7 @@ def main(argv) -> int:
   args, rest = p.parse_known_args(argv)
   _quiet_libtpu()
   from hybrid_jax.resolve import resolve  # lazy: after _quiet_libtpu()
-  from hybrid_jax.training import parse_train_flags  # lazy: after _quiet_libtpu()
-  flags = (["--config", args.config] if args.config else []) + rest + ["--workdir", "-"]
-  config, _ = parse_train_flags(flags)
+  config = overrides.config_from(args.config, rest, command="plan")
   cfg = resolve(config)                  # a ConfigError is a UserError: one line
   target = _target(prog, args.topology)
   records = run_plans(prog, [(f"{cfg.model.size}:{cfg.model.pattern}", cfg, None)], target,
@@ -179,19 +178,17 @@ def main_sweep_plan(argv) -> int:
   prog = "hybrid-jax sweep plan"
   p = ArgumentParser(prog=prog, description="Compile every run of a sweep file for a topology "
                      "and report each one's memory, FLOPs, step time and the grid's cost.",
-                     usage=usage(prog, "SWEEP_FILE", "--topology T", "[--config.KEY=VALUE ...]",
-                                 *OPTIONS),
+                     usage=usage(prog, "SWEEP_FILE", "--topology T", overrides.USAGE, *OPTIONS),
                      epilog=OVERRIDES_HELP.format(what="every run's config"))
   p.add_argument("sweep_file", help="A Python file defining get_sweep().")
   _common(p)
   args, rest = p.parse_known_args(argv)
   _quiet_libtpu()
-  from hybrid_jax.launch.cli import parse_overrides  # lazy: after _quiet_libtpu()
+  config_overrides = overrides.parse(rest, command="sweep plan")
   from hybrid_jax.launch.grid import SweepError, load_sweep, plan  # lazy: after _quiet_libtpu()
   try:
-    overrides = parse_overrides(rest)
-    runs = plan(load_sweep(args.sweep_file), overrides)
-  except (SweepError, ValueError) as e:
+    runs = plan(load_sweep(args.sweep_file), config_overrides)
+  except SweepError as e:
     _die(prog, str(e))
   target = _target(prog, args.topology)
   out = args.out or f"{Path(args.sweep_file).stem}.{args.topology.replace(':', '_')}.plan.jsonl"
