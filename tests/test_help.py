@@ -16,7 +16,7 @@ from hybrid_jax.plot import cli as plot_cli
 
 # Modes a flag picks rather than a subcommand, each with a --help of its own.
 MODES = [("bench", "data", "--config", "CONFIG_FILE")]
-# Commands that pass --config.KEY=VALUE overrides on (to ml_collections or the sweep grid).
+# Commands that take --config.KEY=VALUE overrides (hybrid_jax.overrides).
 TAKE_OVERRIDES = {("train",), ("eval",), ("plan",), ("sweep", "plan"), ("sweep", "submit"),
                   ("bench", "data"), MODES[0]}
 OVERRIDES_USAGE = re.compile(r"\[--config\.(\w+\.)*KEY=VALUE \.\.\.\]")
@@ -34,7 +34,7 @@ def _dispatched_children(words: tuple) -> set[str]:
 
 
 def _help(words, stdout):
-  """(printed help, the argparse parser that printed it, or None for absl's ``train``)."""
+  """(printed help, the argparse parser that printed it)."""
   printed = []
   format_help = argparse.ArgumentParser.format_help
   with pytest.MonkeyPatch.context() as monkeypatch:
@@ -135,19 +135,11 @@ def test_every_option_has_a_help_text_and_shows_one_default(helps):
   assert not problems, "\n".join(problems)
 
 
-def test_train_flags_each_have_a_help_text_and_one_default_unless_a_switch(helps):
-  from hybrid_jax.training import SWITCHES
+def test_train_help_lists_every_config_key_with_its_default(helps):
   text, parser = helps[("train",)]
-  assert parser is None                     # absl flags, formatted by hybrid_jax.training
-  flags = text.split("\nflags:\n")[1].split("\n\n")[0].splitlines()
-  assert len(flags) >= 6
-  for line in flags:
-    name, _, help_text = line.strip().partition(": ")
-    assert help_text.strip(), line
-    switch = name in SWITCHES or name.endswith("--help")
-    assert len(re.findall(r"\(default\b", help_text)) == (0 if switch else 1), line
-    # what absent means, and no path of the machine the package is installed on
-    assert "(default: None)" not in help_text and "(default: /" not in help_text, line
+  assert parser is not None                 # the project parser, as every command's
+  keys = text.split("\nconfig keys (")[1].splitlines()[1:]
+  assert "  model.window = 32" in keys and len(keys) > 40, keys
 
 
 def test_every_command_taking_config_overrides_shows_them_in_its_usage(helps):

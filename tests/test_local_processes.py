@@ -57,7 +57,7 @@ def config_file(tmp_path_factory):
 
 @pytest.mark.parametrize("extra, message", [
     (["--local_processes", "999"], "--local_processes must be 1.."),
-    (["--local_processes=x"], "--local_processes needs an integer; got 'x'"),
+    (["--local_processes=x"], "argument --local_processes: invalid int value: 'x'"),
     (["--local_processes", "2", "--coordinator", "127.0.0.1:1"], "it takes no --coordinator"),
     pytest.param(["--local_processes", "2", "--config.train.batch_size=6",
                   "--config.train.microbatches=2"],
