@@ -4,6 +4,7 @@
 
 import argparse
 import ast
+import sys
 
 from hybrid_jax.errors import UserError
 
@@ -90,3 +91,14 @@ def key_values(items, flag: str) -> dict:
     key, value = item.split("=", 1)
     out[key] = literal(value)
   return out
+
+
+def run_tool(main, argv=None) -> int:
+  """A ``python -m`` tool's ``main`` under the commands' contract: a UserError is printed as
+  one line, exit 2 (``hybrid_jax.cli.main`` does this for the ``hybrid-jax`` commands)."""
+  try:
+    code = main(sys.argv[1:] if argv is None else list(argv))
+  except UserError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  return code if isinstance(code, int) else 0

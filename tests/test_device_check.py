@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from hybrid_jax.bench import device_check
+from hybrid_jax.cli_args import run_tool
 
 
 def test_refuses_on_cpu_with_one_line(capsys, tmp_path):
@@ -29,9 +30,10 @@ def test_compare_passes_an_interpreted_kernel_and_catches_a_wrong_one(op):
 
 
 def test_rejects_unknown_sections_before_any_compute(capsys, tmp_path):
-  with pytest.raises(SystemExit):
-    device_check.main(["--out", str(tmp_path / "r.json"), "--sections", "training,speed"])
-  assert "--sections" in capsys.readouterr().err
+  assert run_tool(device_check.main, ["--out", str(tmp_path / "r.json"),
+                                      "--sections", "training,speed"]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "--sections" in err[0], err
   assert not (tmp_path / "r.json").exists()
 
 

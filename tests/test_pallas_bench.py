@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from hybrid_jax.bench import kernels as bench
+from hybrid_jax.cli_args import run_tool
 from pallas_kernels.swa.reference import band_mask
 
 
@@ -68,11 +69,10 @@ def test_cpu_blocks_bench_times_the_default_block_against_half_and_twice(capsys,
   assert "block 16 over block 8" in capsys.readouterr().out
 
 
-def test_bench_rejects_bad_arguments():
-  with pytest.raises(SystemExit):
-    bench.main(["--ops", "swa,conv"])
-  with pytest.raises(SystemExit):
-    bench.main(["--windows", "0"])
+def test_bench_rejects_bad_arguments(capsys):
+  for bad in (["--ops", "swa,conv"], ["--windows", "0"]):
+    assert run_tool(bench.main, bad) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1, bad
 
 
 def test_gpu_spills_without_the_gpu_compiler_is_one_line_saying_how_to_install(capsys,
@@ -80,17 +80,13 @@ def test_gpu_spills_without_the_gpu_compiler_is_one_line_saying_how_to_install(c
   from pallas_kernels import targets
   monkeypatch.setattr(targets, "missing", lambda platform: "the CUDA PJRT plugin is not "
                       "installed; " + targets.gpu_install_hint())
-  with pytest.raises(SystemExit) as e:
-    bench.main(["--gpu-spills"])
-  assert e.value.code == 2
+  assert run_tool(bench.main, ["--gpu-spills"]) == 2
   err = capsys.readouterr().err.strip().splitlines()[-1]
   assert "--gpu-spills: the CUDA PJRT plugin is not installed" in err and "jax-cuda12-plugin" in err
 
 
 def test_causal_xla_report_refuses_an_unknown_topology_in_one_line(capsys):
-  with pytest.raises(SystemExit) as e:
-    bench.main(["--causal-xla", "v9:2x2"])
-  assert e.value.code == 2
+  assert run_tool(bench.main, ["--causal-xla", "v9:2x2"]) == 2
   assert "--causal-xla: unknown topology 'v9:2x2'" in capsys.readouterr().err.strip().splitlines()[-1]
 
 

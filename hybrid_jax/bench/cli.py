@@ -1,10 +1,10 @@
 """``hybrid-jax bench SUBCOMMAND``: train (the default), mesh, data, eval, kernels, mixers."""
 
-import argparse
 import importlib
 import sys
 
 from hybrid_jax.bench import BenchError
+from hybrid_jax.cli_args import ArgumentParser
 
 SUBCOMMANDS = {
     "train": ("hybrid_jax.bench.train", "training tokens/s, where the step's time goes, "
@@ -22,7 +22,7 @@ SUBCOMMANDS = {
 def main(argv=None) -> int:
   argv = sys.argv[1:] if argv is None else list(argv)
   if argv[:1] in (["-h"], ["--help"]):
-    p = argparse.ArgumentParser(prog="hybrid-jax bench", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="hybrid-jax bench", description=__doc__.splitlines()[0])
     p.add_argument("subcommand", choices=list(SUBCOMMANDS),
                    help="; ".join(f"{k}: {v[1]}" for k, v in SUBCOMMANDS.items()))
     p.print_help()

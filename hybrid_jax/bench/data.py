@@ -15,14 +15,13 @@ instead trains the toy default on the config's corpus with ``data.workers`` 0 an
 and compares losses (bit-identical) and tokens/s.
 """
 
-import argparse
 import json
 import sys
 import time
 
 from hybrid_jax.bench.input_pipeline import CONFIG_USAGE
 from hybrid_jax.bench.train import project_step_seconds, shape_config
-from hybrid_jax.cli_args import HelpFormatter, usage
+from hybrid_jax.cli_args import ArgumentParser, usage
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.data import tasks
 from hybrid_jax.data.corpus import open_corpus
@@ -50,9 +49,8 @@ def rate(make, tokens_each: int, seconds: float, min_reps: int = 3) -> tuple[flo
 
 
 def _parser():
-  p = argparse.ArgumentParser(
+  p = ArgumentParser(
       prog="hybrid-jax bench data", description=__doc__.split("\n\n")[0],
-      formatter_class=HelpFormatter,
       usage=usage("hybrid-jax bench data", "[--train-tokens-per-s N]", "[--length N]",
                   "[--seq-len N]", "[--batch-size N]", "[--data DIR]", "[--tokenizer TOKENIZER]",
                   "[--seconds S]", "[--tasks NAMES]") + "\n       " + CONFIG_USAGE,
@@ -77,7 +75,9 @@ def _parser():
 
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else list(argv)
-  if any(a == "--config" or a.startswith(("--config=", "--config.")) for a in argv):
+  mode = ArgumentParser(prog="hybrid-jax bench data", add_help=False)   # --config: a run's input
+  mode.add_argument("--config", default=None)
+  if mode.parse_known_args(argv)[0].config is not None:
     from hybrid_jax.bench.input_pipeline import main as config_main
     return config_main(argv)
   args = _parser().parse_args(argv)

@@ -22,7 +22,6 @@ On a CPU host it refuses with one line (the kernels only compile there: see
 ``python -m hybrid_jax.bench.kernels --memory TOPOLOGY`` and tests/test_pallas_compile.py).
 """
 
-import argparse
 import contextlib
 import json
 import os
@@ -34,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hybrid_jax.cli_args import ArgumentParser, run_tool
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.run import RunDir
 from hybrid_jax.train import loop
@@ -178,20 +178,21 @@ def write_json_atomically(path, payload):
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog="python -m hybrid_jax.bench.device_check",
-                              description=__doc__.splitlines()[0])
-  p.add_argument("--out", default=None, help="JSON file (default device_check_<platform>.json)")
-  p.add_argument("--lengths", default="2048,4096,8192,16384,32768")
-  p.add_argument("--window", type=int, default=2048)
-  p.add_argument("--heads", type=int, default=8)
-  p.add_argument("--head-dim", type=int, default=128)
-  p.add_argument("--reps", type=int, default=5)
-  p.add_argument("--steps", type=int, default=20)
-  p.add_argument("--train-seq-len", type=int, default=4096)
-  p.add_argument("--train-batch", type=int, default=8)
-  p.add_argument("--patterns", default="SF,GF,MF")
+  p = ArgumentParser(prog="python -m hybrid_jax.bench.device_check",
+                     description=__doc__.splitlines()[0])
+  p.add_argument("--out", default=None, help="JSON file (default: device_check_<platform>.json)")
+  p.add_argument("--lengths", default="2048,4096,8192,16384,32768",
+                 help="comma-separated sequence lengths of the kernel rows")
+  p.add_argument("--window", type=int, default=2048, help="SWA window of the kernel rows")
+  p.add_argument("--heads", type=int, default=8, help="heads of the kernel rows")
+  p.add_argument("--head-dim", type=int, default=128, help="head dim of the kernel rows")
+  p.add_argument("--reps", type=int, default=5, help="timed repetitions per kernel row")
+  p.add_argument("--steps", type=int, default=20, help="training steps per pattern")
+  p.add_argument("--train-seq-len", type=int, default=4096, help="training rows' length")
+  p.add_argument("--train-batch", type=int, default=8, help="training rows per step")
+  p.add_argument("--patterns", default="SF,GF,MF", help="comma-separated layer patterns trained")
   p.add_argument("--sections", default=",".join(SECTIONS),
-                 help="which sections to run, in this order (default: %(default)s)")
+                 help="which sections to run, in this order")
   p.add_argument("--budget-s", type=float, default=None,
                  help="start no row after this many seconds: the rest is listed as skipped "
                       "and the file is complete, rather than cut by a machine's time limit")
@@ -292,4 +293,4 @@ def section_rows(section, args, lengths, platform=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(run_tool(main))

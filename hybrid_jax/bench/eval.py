@@ -7,13 +7,12 @@ with the tokens scored per second. Settings are the toy default's ``eval`` secti
 overridden by the flags.
 """
 
-import argparse
 import json
 import statistics
 import time
 
 from hybrid_jax.bench.timing import wall_times
-from hybrid_jax.cli_args import HelpFormatter
+from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.configs.default import get_config
 from hybrid_jax.eval.evaluate import Evaluator, check_settings
 from hybrid_jax.resolve import resolve
@@ -30,8 +29,7 @@ def _tokens_scored(settings) -> int:
 
 
 def main(argv=None) -> dict:
-  p = argparse.ArgumentParser(prog="hybrid-jax bench eval", description=__doc__.split("\n\n")[0],
-                              formatter_class=HelpFormatter,
+  p = ArgumentParser(prog="hybrid-jax bench eval", description=__doc__.split("\n\n")[0],
                               epilog="Each setting left out is the toy default's eval.* value.")
   p.add_argument("--tasks", default=None,
                  help="comma-separated task names, 'all' or '' (default: eval.tasks)")

@@ -3,7 +3,6 @@ text path against token ids in-process and in grain workers, measured in one run
 ``hybrid_jax.bench.data``'s docstring). ``--train`` trains the toy default on the config's
 corpus with 0 and 2 workers in turn."""
 
-import argparse
 import json
 import statistics
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from hybrid_jax import overrides
 from hybrid_jax.bench import BenchError
-from hybrid_jax.cli_args import HelpFormatter, usage
+from hybrid_jax.cli_args import ArgumentParser, usage
 
 TARGET_MS = 33.0
 CONFIG_USAGE = usage("hybrid-jax bench data", "--config FILE", overrides.USAGE,
@@ -22,9 +21,8 @@ CONFIG_USAGE = usage("hybrid-jax bench data", "--config FILE", overrides.USAGE,
 
 
 def _parser():
-  p = argparse.ArgumentParser(prog="hybrid-jax bench data", description=__doc__.split("\n\n")[0],
-                              usage=CONFIG_USAGE, formatter_class=HelpFormatter,
-                              epilog="--config.KEY=VALUE overrides the config (keys: "
+  p = ArgumentParser(prog="hybrid-jax bench data", description=__doc__.split("\n\n")[0],
+                              usage=CONFIG_USAGE, epilog="--config.KEY=VALUE overrides the config (keys: "
                               "hybrid_jax/configs/base.py; e.g. --config.data.corpus=DIR).")
   p.add_argument("--config", required=True, metavar="FILE",
                  help="config file defining get_config()")

@@ -15,7 +15,6 @@ the scans also in their earlier layout) and ``--causal-xla TOPOLOGY`` (the XLA c
 attention folded against unrolled: compile time, matmul shapes, memory).
 """
 
-import argparse
 import contextlib
 import functools
 import glob
@@ -31,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hybrid_jax.cli_args import ArgumentParser, run_tool
 from pallas_kernels import targets
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
@@ -408,11 +408,14 @@ def cpu_blocks_report(rounds: int = 7, reps: int = 3) -> list[dict]:
 
 
 def main(argv=None):
-  from hybrid_jax.cli_args import HelpFormatter   # lazy: --help stays the only user
-  p = argparse.ArgumentParser(prog="python -m hybrid_jax.bench.kernels", description=__doc__.strip(),
-                              formatter_class=HelpFormatter)
+  p = ArgumentParser(prog="python -m hybrid_jax.bench.kernels", description=__doc__.strip())
   argv = sys.argv[1:] if argv is None else list(argv)
-  if any(a.startswith(("--memory", "--gpu-spills", "--causal-xla")) for a in argv):
+  deviceless = ArgumentParser(prog=p.prog, add_help=False)   # known before JAX picks a backend
+  deviceless.add_argument("--memory")
+  deviceless.add_argument("--gpu-spills", action="store_true")
+  deviceless.add_argument("--causal-xla")
+  modes = deviceless.parse_known_args(argv)[0]
+  if modes.memory or modes.gpu_spills or modes.causal_xla:
     # Compiled for a target, never run here: JAX stays on the CPU, so that a GPU plugin
     # installed on a host without a GPU does not fail at start and take the target with it.
     jax.config.update("jax_platforms", "cpu")
@@ -527,4 +530,4 @@ def _write_rows(path, rows):
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(run_tool(main))

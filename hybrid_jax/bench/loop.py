@@ -10,7 +10,6 @@ ratio to a baseline measured in the same run.
              jitted loop over the same step and batches (target: >= 0.97x tokens/s)
 """
 
-import argparse
 import contextlib
 import io
 import json
@@ -21,14 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from hybrid_jax.cli_args import HelpFormatter
+from hybrid_jax.cli_args import ArgumentParser
 
 PARTS = ("cadence", "blocking", "overhead")
 
 
 def _parser():
-  p = argparse.ArgumentParser(prog="hybrid-jax bench loop", description=__doc__.strip(),
-                              formatter_class=HelpFormatter)
+  p = ArgumentParser(prog="hybrid-jax bench loop", description=__doc__.strip())
   p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
   p.add_argument("--steps", type=int, default=120, help="training steps per toy run")
   p.add_argument("--rounds", type=int, default=2, help="runs per variant, alternated")

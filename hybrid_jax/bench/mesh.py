@@ -4,13 +4,12 @@ is fixed when JAX starts). On one CPU the forced devices share the same cores, s
 times show the cost of the collectives, not a speed-up; the bytes per device show FSDP
 splitting parameters and optimizer state ~1/fsdp."""
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 
-from hybrid_jax.cli_args import HelpFormatter
+from hybrid_jax.cli_args import ArgumentParser
 
 PROBE = """
 import json, time
@@ -54,8 +53,7 @@ def run(devices, data, fsdp, steps):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="hybrid-jax bench mesh", description=__doc__.split("\n\n")[0],
-                              formatter_class=HelpFormatter)
+  p = ArgumentParser(prog="hybrid-jax bench mesh", description=__doc__.split("\n\n")[0])
   p.add_argument("--steps", type=int, default=5, help="timed steps per mesh")
   a = p.parse_args(argv)
   rows = [run(1, 1, 1, a.steps)] + [run(8, d, f, a.steps) for d, f in ((8, 1), (2, 4), (1, 8))]

@@ -6,14 +6,13 @@
    scans, with the number of tokens per batch fixed.
 """
 
-import argparse
 import json
 
 import jax
 import jax.numpy as jnp
 
 from hybrid_jax.bench.timing import best_seconds
-from hybrid_jax.cli_args import HelpFormatter
+from hybrid_jax.cli_args import ArgumentParser
 from pallas_kernels.delta_rule import api as delta_api
 from pallas_kernels.linear_scan import api as scan_api
 from pallas_kernels.swa import api
@@ -80,8 +79,7 @@ def bench_recurrent(lengths, tokens, heads, dim, chunk, reps):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="hybrid-jax bench mixers", description=__doc__.strip(),
-                              formatter_class=HelpFormatter)
+  p = ArgumentParser(prog="hybrid-jax bench mixers", description=__doc__.strip())
   p.add_argument("--lengths", default="1024,2048,4096,8192,16384",
                  help="attention: comma-separated sequence lengths T")
   p.add_argument("--tokens", type=int, default=16384, help="B*T of every batch")

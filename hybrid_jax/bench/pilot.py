@@ -11,7 +11,6 @@ paper's. The run trains in a temporary directory; only the JSON summary is kept.
 logged interval (compilation) is left out of the figures.
 """
 
-import argparse
 import json
 import statistics
 import sys
@@ -104,4 +103,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-  main()
+  from hybrid_jax.cli_args import run_tool
+  sys.exit(run_tool(main))

@@ -20,7 +20,6 @@ loop's host-side work, a checkpoint save). The workers and their protocol are in
 ``train_workers``, the summary of the rows in ``train_report``.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -33,7 +32,7 @@ from hybrid_jax.bench.train_report import report, saved_rows, summarize
 from hybrid_jax.bench.train_workers import (
     PEER_MODULE, Measured, one_core, peer_args, project_command, project_row, thread_env,
     torch_available, worker)
-from hybrid_jax.cli_args import HelpFormatter
+from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.train import local_processes
 from hybrid_jax.xla_cache import use_persistent_compilation_cache
 
@@ -70,8 +69,7 @@ def sides(shape, a, peer: bool, compiled) -> list[tuple[str, callable]]:
 
 
 def _parser():
-  p = argparse.ArgumentParser(prog="hybrid-jax bench train", description=__doc__.split("\n\n")[0],
-                              formatter_class=HelpFormatter)
+  p = ArgumentParser(prog="hybrid-jax bench train", description=__doc__.split("\n\n")[0])
   p.add_argument("--shapes", default=DEFAULT_SHAPES,
                  help=f"comma-separated, or 'all': {', '.join(SHAPES)}")
   p.add_argument("--rounds", type=int, default=20,

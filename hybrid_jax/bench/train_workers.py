@@ -5,7 +5,6 @@ torch.compile, ...) is a process of its own, one-shot (``project_row``) or long-
 stdout; a long-lived one answers each line ``n`` on its stdin with the wall seconds of ``n``
 steps. A worker that fails is one line naming the file that keeps its whole output."""
 
-import argparse
 import importlib.util
 import json
 import os
@@ -18,6 +17,7 @@ import tempfile
 import jax
 
 from hybrid_jax.bench import BenchError
+from hybrid_jax.cli_args import ArgumentParser
 from hybrid_jax.bench.timing import matmul_peak_flops, wall_times
 from hybrid_jax.bench.train_measure import (
     breakdown, model_flops_per_s, project_step_seconds, shape_config, stepper)
@@ -76,7 +76,7 @@ def worker(argv) -> dict:
   """One project measurement: prints and returns a JSON row. ``--serve``: a long-lived
   worker instead, which prints its row once compiled and then times blocks of steps on
   request (``serve``)."""
-  p = argparse.ArgumentParser()
+  p = ArgumentParser(prog="hybrid-jax bench train --worker")
   p.add_argument("--shape", required=True)
   p.add_argument("--steps", type=int, default=10)
   p.add_argument("--no-donate", action="store_true")

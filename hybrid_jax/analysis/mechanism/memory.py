@@ -8,11 +8,12 @@ prints the peak resident memory after scoring one NIAH example (attention rows o
 layer, entropies) and, with ``--gradient``, after one gradient-influence pass.
 """
 
-import argparse
 import resource
+import sys
 import time
 
 from hybrid_jax.analysis.mechanism import gradient, heads
+from hybrid_jax.cli_args import ArgumentParser, run_tool
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.data import tasks
 from hybrid_jax.model.lm import build_model
@@ -24,13 +25,14 @@ def peak_rss_mib() -> float:
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(prog="python -m hybrid_jax.analysis.mechanism.memory")
-  p.add_argument("--length", type=int, required=True)
-  p.add_argument("--size", default="toy-xs")
-  p.add_argument("--pattern", default="SF")
-  p.add_argument("--window", type=int, default=32)
-  p.add_argument("--task", default="niah_single_filler")
-  p.add_argument("--gradient", action="store_true")
+  p = ArgumentParser(prog="python -m hybrid_jax.analysis.mechanism.memory",
+                     description=__doc__.splitlines()[0])
+  p.add_argument("--length", type=int, required=True, help="the example's tokens")
+  p.add_argument("--size", default="toy-xs", help="model size (configs/sizes.py)")
+  p.add_argument("--pattern", default="SF", help="layer pattern")
+  p.add_argument("--window", type=int, default=32, help="SWA window")
+  p.add_argument("--task", default="niah_single_filler", help="hybrid_jax.data.tasks name")
+  p.add_argument("--gradient", action="store_true", help="also one gradient-influence pass")
   args = p.parse_args(argv)
   c = base_config()
   c.model.size, c.model.pattern, c.model.window = args.size, args.pattern, args.window
@@ -53,4 +55,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  raise SystemExit(main())
+  sys.exit(run_tool(main))
