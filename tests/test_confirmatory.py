@@ -181,3 +181,25 @@ def test_a_window_that_never_learns_is_not_a_delay_and_a_model_that_cannot_retri
   assert _verdict(report, "emergence speed") == "never learns"
   assert _verdict(report, "capping the full layers hurts, LF") == "inconclusive: model does not retrieve"
   assert _verdict(report, "far@64") != "reproduced"                    # no NoPE gain fabricated
+
+
+
+def test_check_reports_compares_the_report_without_commit_lines_only_in_a_shallow_clone(tmp_path, monkeypatch):
+  """The report prints its rules' and data's commits; a shallow clone cannot make them, so
+  there (and only there) check_reports masks exactly those lines, and says so."""
+  from experiments import check_reports as C
+  report = _report(tmp_path, onsets={"SF w=4": 300, "SF w=32": 900, "SF w=4, NoPE-full": 300, "LF": 800},
+                   nope_boost=0.05, retrieves_lf=True).encode()
+  masked = C.without_commits(report)
+  assert masked.count(b": (commit)") == len(ancestry.rule_files()) + 1
+  assert C.without_commits(report.replace(b"Seeds: ", b"Seeds:  ")) != masked   # other text counts
+  committed = tmp_path / "committed"
+  committed.mkdir()
+  (committed / "REPORT.md").write_bytes(
+      C._COMMIT_LINE.sub(lambda m: b"- " + m.group(1) + b": 0123456789ab", report))
+  for shallow in (False, True):
+    monkeypatch.setattr(C, "_commits_unknown", lambda finding, s=shallow: s)
+    rounded = []
+    out = C.report_differences("confirmatory", tmp_path / "store", committed, rounded=rounded)
+    assert bool(out) != shallow, out
+    assert (C.SHALLOW in " ".join(rounded)) == shallow
