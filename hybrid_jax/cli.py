@@ -20,16 +20,16 @@ USER_ERROR_EXIT_CODE = 2
 
 # command: (module exposing main(argv) -> int, one-sentence description)
 COMMANDS = {
-    "train": ("hybrid_jax.training", "Train one run, or resume it from its last checkpoint."),
-    "eval": ("hybrid_jax.eval.cli", "Evaluate every checkpoint of a run not yet evaluated."),
-    "sweep": ("hybrid_jax.launch.cli", "Submit a grid of runs, plan its cost, show its status, or collect its metrics."),
-    "plot": ("hybrid_jax.plot.cli", "Draw emergence or scaling figures from run directories."),
-    "fit-scaling": ("hybrid_jax.analysis.scaling.cli", "Fit L(N, D) scaling laws to a collected table."),
-    "data": ("hybrid_jax.data.cli", "Build a corpus, train a tokenizer, or show examples."),
-    "bench": ("hybrid_jax.bench.cli", "Print speed figures (bench train|mesh|data|eval|kernels|mixers)."),
-    "analyze": ("hybrid_jax.analysis.mechanism.cli", "Run a mechanism analysis of one checkpoint."),
-    "plan": ("hybrid_jax.plan.cli", "Compile a run's train step for a TPU topology: memory, FLOPs, time, cost."),
-    "export": ("hybrid_jax.export.cli", "Write a checkpoint as a Hugging Face directory (export hf)."),
+    "train": ("hybrid_jax.commands.train", "Train one run, or resume it from its last checkpoint."),
+    "eval": ("hybrid_jax.commands.eval", "Evaluate every checkpoint of a run not yet evaluated."),
+    "sweep": ("hybrid_jax.commands.sweep", "Submit a grid of runs, plan its cost, show its status, or collect its metrics."),
+    "plot": ("hybrid_jax.commands.plot", "Draw emergence or scaling figures from run directories."),
+    "fit-scaling": ("hybrid_jax.commands.fit_scaling", "Fit L(N, D) scaling laws to a collected table."),
+    "data": ("hybrid_jax.commands.data", "Build a corpus, train a tokenizer, or show examples."),
+    "bench": ("hybrid_jax.commands.bench", "Print speed figures (bench train|mesh|data|eval|kernels|mixers)."),
+    "analyze": ("hybrid_jax.commands.analyze", "Run a mechanism analysis of one checkpoint."),
+    "plan": ("hybrid_jax.commands.plan", "Compile a run's train step for a TPU topology: memory, FLOPs, time, cost."),
+    "export": ("hybrid_jax.commands.export", "Write a checkpoint as a Hugging Face directory (export hf)."),
 }
 
 
@@ -41,8 +41,8 @@ def _parser() -> ArgumentParser:
 
 
 # (command, subcommand): (module, its function) run in place of the command's ``main``: a
-# subcommand that lives in a package above the command's own (``sweep plan`` compiles runs).
-SUBCOMMANDS = {("sweep", "plan"): ("hybrid_jax.plan.cli", "main_sweep_plan")}
+# subcommand that lives with another command (``sweep plan`` compiles runs, as ``plan`` does).
+SUBCOMMANDS = {("sweep", "plan"): ("hybrid_jax.commands.plan", "main_sweep_plan")}
 
 
 def _entry(command: str, argv: list[str]):
@@ -70,6 +70,10 @@ def main(argv=None) -> int:
     parser.parse_args(argv[:1])
     entry, rest = _entry(command, argv[1:])
     code = entry(rest)
+  except SystemExit as e:
+    if e.code not in (0, None):         # argparse exits 0 after --help: returned, as by the rest
+      raise
+    return 0
   except UserError as e:
     print(f"hybrid-jax: error: {e}", file=sys.stderr)
     return USER_ERROR_EXIT_CODE

@@ -230,7 +230,7 @@ LENGTH = "170"
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  from hybrid_jax.training import train
+  from hybrid_jax.standard_run import train
   c = tiny_config("FM", steps=4, n_layers=2)
   c.checkpoint.every = 2
   c.eval.every = None
@@ -330,7 +330,7 @@ def test_long_context_chunked_attention_is_the_model(monkeypatch):
 
 
 def test_cli_defaults_are_per_subcommand():
-  from hybrid_jax.analysis.mechanism.cli import _parser
+  from hybrid_jax.commands.analyze import _parser
   parse = lambda *a: _parser().parse_args(list(a))
   assert [parse(w, "RUN").samples for w in ("heads", "probe", "gradient")] == [16, 64, 4]
   assert parse("trace", "A", "B").run == ["A", "B"] and parse("heads", "A").run == "A"

@@ -23,16 +23,16 @@ def _fake_module(monkeypatch, name, calls):
     (["bench", "mesh"], ("hybrid_jax.bench.mesh", [])),
     (["bench", "kernels", "--ops", "swa"], ("hybrid_jax.bench.kernels", ["--ops", "swa"])),
     (["bench", "mixers", "--reps", "1"], ("hybrid_jax.bench.mixers", ["--reps", "1"])),
-    (["data", "build", "--x"], ("hybrid_jax.data.cli", ["build", "--x"])),
+    (["data", "build", "--x"], ("hybrid_jax.commands.data", ["build", "--x"])),
 ])
 def test_commands_reach_their_modules(monkeypatch, argv, expected):
   calls = []
   for name in ("hybrid_jax.bench.train", "hybrid_jax.bench.data", "hybrid_jax.bench.eval",
                "hybrid_jax.bench.mesh", "hybrid_jax.bench.mixers", "hybrid_jax.bench.kernels",
-               "hybrid_jax.data.cli"):
+               "hybrid_jax.commands.data"):
     _fake_module(monkeypatch, name, calls)
-  import hybrid_jax.data
-  monkeypatch.setattr(hybrid_jax.data, "cli", sys.modules["hybrid_jax.data.cli"], raising=False)
+  import hybrid_jax.commands
+  monkeypatch.setattr(hybrid_jax.commands, "data", sys.modules["hybrid_jax.commands.data"], raising=False)
   assert cli.main(argv) == 0
   assert calls == [expected]
 

@@ -6,7 +6,7 @@ import pytest
 from flax import nnx
 
 from conftest import tiny_config
-from hybrid_jax.training import parse_train_flags
+from hybrid_jax.commands.train import parse_train_flags
 from hybrid_jax.configs import ConfigError, sizes
 from hybrid_jax.configs.base import base_config
 from hybrid_jax.configs.default import get_config
@@ -232,7 +232,7 @@ def test_ensure_resolved_resolves_only_a_requested_config():
 
 
 def test_a_train_command_resolves_its_config_once(monkeypatch, tmp_path):
-  from hybrid_jax import training
+  from hybrid_jax.commands import train as training
   from hybrid_jax.train import loop
   calls, trained = [], []
   real = hybrid_jax.resolve.resolve

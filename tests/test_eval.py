@@ -19,7 +19,7 @@ from hybrid_jax.eval.evaluate import evaluate_run
 from hybrid_jax.eval.longppl import LongPPLEval, truncated_index
 from hybrid_jax.core.eval_settings import EvalSettings
 from hybrid_jax.train.loop import Preempted
-from hybrid_jax.training import train
+from hybrid_jax.standard_run import train
 from hybrid_jax.run import RunDir, RunDirError
 
 KV_TASK = "kv_recall"

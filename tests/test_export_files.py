@@ -14,7 +14,7 @@ from safetensors.numpy import load_file
 from conftest import tiny_config
 from hybrid_jax import cli, load_run
 from hybrid_jax.resolve import resolve
-from hybrid_jax.training import train
+from hybrid_jax.standard_run import train
 
 FILES = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
          "tokenizer_config.json"}

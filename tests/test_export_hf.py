@@ -16,7 +16,7 @@ from hybrid_jax.resolve import resolve                 # noqa: E402
 from hybrid_jax.export.hf import GRANITE, QWEN3NEXT, SMOLLM3, save_hf  # noqa: E402
 from hybrid_jax.generate import greedy_generate        # noqa: E402
 from hybrid_jax.model.lm import build_model            # noqa: E402
-from hybrid_jax.training import train                # noqa: E402
+from hybrid_jax.standard_run import train                # noqa: E402
 
 LENGTH = 40          # > model.window = 8 of tiny_config: the windowed layers cut context
 CASES = {            # id: (pattern, model overrides, class)

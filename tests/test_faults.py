@@ -16,7 +16,7 @@ from hybrid_jax import cli
 from hybrid_jax.run import RunDir, checkpoint_steps
 from hybrid_jax.train.checkpoint import Checkpointer
 from hybrid_jax.train.failures import DiskError, NonFiniteLoss, disk_error
-from hybrid_jax.training import train
+from hybrid_jax.standard_run import train
 
 # What orbax 0.12 raises when a checkpoint does not fit (TensorStore's error, not an OSError).
 ORBAX_ENOSPC = ('RESOURCE_EXHAUSTED: Error writing "packed.opt_state.float32/0" in OCDBT database at '

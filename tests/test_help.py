@@ -10,9 +10,9 @@ import re
 import pytest
 
 from hybrid_jax import cli
-from hybrid_jax.bench import cli as bench_cli
-from hybrid_jax.data import cli as data_cli
-from hybrid_jax.plot import cli as plot_cli
+from hybrid_jax.commands import bench as bench_cli
+from hybrid_jax.commands import data as data_cli
+from hybrid_jax.commands import plot as plot_cli
 
 # Modes a flag picks rather than a subcommand, each with a --help of its own.
 MODES = [("bench", "data", "--config", "CONFIG_FILE")]

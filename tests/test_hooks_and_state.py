@@ -13,7 +13,7 @@ from hybrid_jax.resolve import resolve
 from hybrid_jax.run import RunDir, checkpoint_steps
 from hybrid_jax.train import optim, state
 from hybrid_jax.train.loop import train
-from hybrid_jax.training import CurvesAtEnd, standard_hooks
+from hybrid_jax.standard_run import CurvesAtEnd, standard_hooks
 
 
 class Recorder(Hook):

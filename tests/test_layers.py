@@ -185,6 +185,19 @@ def test_the_kernels_import_nothing_of_hybrid_jax():
   assert LAYERS[0] == ["pallas_kernels"]
 
 
+def test_every_command_is_a_module_of_the_commands_package_at_the_top():
+  """The commands' mains live in one package, the top layer of hybrid_jax: no library imports
+  a command (only experiments, above, may)."""
+  from hybrid_jax.cli import COMMANDS, SUBCOMMANDS
+  named = [m for m, _ in COMMANDS.values()] + [m for m, _ in SUBCOMMANDS.values()]
+  assert all(m.startswith("hybrid_jax.commands.") and m in MODULES for m in named), named
+  assert LAYERS[-2] == ["hybrid_jax.commands"] and LAYERS[-1] == ["experiments"]
+  up = [f"{MODULES[src].relative_to(ROOT)}:{line}: {src} imports {dst}"
+        for src, dst, _, line in EDGES if dst.startswith("hybrid_jax.commands")
+        and not src.startswith(("hybrid_jax.commands", "experiments"))]
+  assert not up, "\n".join(up)
+
+
 def test_no_private_name_is_imported_from_another_module():
   bad = [f"{MODULES[src].relative_to(ROOT)}:{line}: {n} from {dst}"
          for src, dst, names, line in EDGES for n in names
@@ -211,6 +224,7 @@ def test_no_private_name_is_imported_from_another_module():
 def test_the_checks_catch_what_they_are_for():
   """The graph helpers are not vacuous: a cycle, an upward edge and an unknown module fail."""
   assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+  assert package_of("hybrid_jax.commands.train") == "hybrid_jax.commands"   # a package, one node
   assert layer_of("hybrid_jax.run.rundir") < layer_of("hybrid_jax.train.loop")
   with pytest.raises(AssertionError):
     layer_of("somewhere_else.module")

@@ -14,12 +14,12 @@ from hybrid_jax.configs import ConfigError
 from hybrid_jax.resolve import resolve
 from hybrid_jax.data import corpus as C
 from hybrid_jax import cli
-from hybrid_jax.data.cli import main as data_main
+from hybrid_jax.commands.data import main as data_main
 from hybrid_jax.data.text import generated_sentences
 from hybrid_jax.data.tokenizer import HFTokenizer, load_tokenizer
 from hybrid_jax.eval.checkpoints import RunModels
 from hybrid_jax.loading import LoadError
-from hybrid_jax.training import train
+from hybrid_jax.standard_run import train
 
 
 @pytest.fixture(scope="module")

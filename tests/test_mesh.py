@@ -26,7 +26,7 @@ PROBE = textwrap.dedent("""
     from hybrid_jax.resolve import resolve
     from hybrid_jax.train import sharding
     from hybrid_jax.train.state import init_state
-    from hybrid_jax.training import train
+    from hybrid_jax.standard_run import train
     from hybrid_jax.run import RunDir
     c = tiny_config(steps={steps})
     c.model.d_model, c.model.n_heads, c.model.n_kv_heads = 64, 4, 2
@@ -112,7 +112,7 @@ MULTI = textwrap.dedent("""
     distributed.initialize()            # before anything starts a JAX backend
     import jax
     from conftest import tiny_config
-    from hybrid_jax.training import train
+    from hybrid_jax.standard_run import train
     c = tiny_config(steps={steps})
     c.model.d_model, c.model.n_heads, c.model.n_kv_heads = 64, 4, 2
     c.train.batch_size = 8

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import tiny_config
-from hybrid_jax.training import train
+from hybrid_jax.standard_run import train
 
 
 def losses(workdir):

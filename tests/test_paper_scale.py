@@ -119,7 +119,7 @@ def test_committed_plan_covers_the_grid_every_run_fits_and_keeps_its_batch():
   configured global batch (a microbatch change divides it; nothing else changed)."""
   import json
   from hybrid_jax.overrides import parse as parse_overrides
-  from hybrid_jax.plan.cli import config_hash
+  from hybrid_jax.plan.runs import config_hash
 
   class V5p:
     name = "v5p:2x2x1"

@@ -167,7 +167,7 @@ def test_a_batch_smaller_than_the_mesh_is_replicated_over_fsdp(four_chips):
 
 def test_plan_finds_the_microbatches_that_fit_and_keeps_the_batch(one_chip, tmp_path, capsys):
   """A batch whose logits alone overflow a v5e chip: plan reports the change that fits."""
-  from hybrid_jax.plan.cli import run_plans
+  from hybrid_jax.plan.runs import run_plans
   c = tiny_config("SF", steps=10)
   c.model.vocab_size = 2 ** 20              # f32 logits [64, 64, 2^20]: 16 GiB, and their gradient
   c.data.seq_len, c.train.batch_size = 64, 64   # (short rows: the scanned step compiles fast)
@@ -184,7 +184,7 @@ def test_plan_finds_the_microbatches_that_fit_and_keeps_the_batch(one_chip, tmp_
 
 
 def test_runs_that_differ_only_in_budget_share_one_compile(one_chip, tmp_path):
-  from hybrid_jax.plan.cli import run_plans
+  from hybrid_jax.plan.runs import run_plans
   from hybrid_jax.plan.fit import shape_key
   runs = []
   for tokens in (20_000, 40_000):
@@ -203,7 +203,7 @@ def test_runs_that_differ_only_in_budget_share_one_compile(one_chip, tmp_path):
 
 
 def test_an_interrupted_plan_resumes_without_recompiling_what_it_kept(one_chip, tmp_path):
-  from hybrid_jax.plan.cli import run_plans
+  from hybrid_jax.plan.runs import run_plans
 
   def runs(window):
     out = []

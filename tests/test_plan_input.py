@@ -11,7 +11,7 @@ import pytest
 
 from conftest import tiny_config
 from hybrid_jax.data import input_cost
-from hybrid_jax.plan.cli import config_hash, run_plans
+from hybrid_jax.plan.runs import config_hash, run_plans
 from hybrid_jax.plan.report import table, totals, with_input
 from hybrid_jax.plan.targets import CHIPS, Target, hosts
 from hybrid_jax.resolve import resolve

@@ -106,7 +106,7 @@ def test_a_synthetic_run_is_evaluated_and_analysed_on_kv_recall(tmp_path, capsys
   from conftest import tiny_config
   from hybrid_jax import cli
   from hybrid_jax.eval.evaluate import evaluate_run
-  from hybrid_jax.training import train
+  from hybrid_jax.standard_run import train
   c = tiny_config("SF", steps=2)
   c.checkpoint.every = 2
   c.eval.tasks, c.eval.lengths, c.eval.depths = "kv_recall", (64,), (0.0, 1.0)

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import tiny_config
 from hybrid_jax.train.checkpoint import log_spaced_steps
-from hybrid_jax.training import train
+from hybrid_jax.standard_run import train
 from hybrid_jax.run import RunDir, RunDirError
 
 STEPS = 48
@@ -169,7 +169,7 @@ def test_sigterm_saves_marks_preempted_and_resumes_exactly(tmp_path, config_file
 
 KILL_MID_SAVE = """
 import os, pathlib, signal, sys, time
-from hybrid_jax.training import parse_train_flags
+from hybrid_jax.commands.train import parse_train_flags
 from hybrid_jax.train import loop
 from hybrid_jax.core.hooks import Hook
 

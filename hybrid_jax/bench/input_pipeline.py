@@ -111,7 +111,7 @@ def train_rows(config, args) -> list[dict]:
   from hybrid_jax.configs.default import get_config
   from hybrid_jax.resolve import resolve
   from hybrid_jax.run import RunDir
-  from hybrid_jax.training import train
+  from hybrid_jax.standard_run import train
   rows, losses = [], {}
   with tempfile.TemporaryDirectory() as tmp:
     for r in range(args.rounds):

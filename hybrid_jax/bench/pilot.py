@@ -86,7 +86,7 @@ def main(argv=None) -> dict:
   import jax
   from pallas_kernels.targets import CHIPS
   from hybrid_jax.run import RunDir
-  from hybrid_jax.training import train
+  from hybrid_jax.standard_run import train
   kind = jax.devices()[0].device_kind
   chip = next((CHIPS[v] for k, v in DEVICE_KINDS.items() if k in kind), None)
   plan = json.loads(Path(args.plan).read_text().splitlines()[0]) if args.plan else None

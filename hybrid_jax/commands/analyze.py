@@ -5,7 +5,6 @@ writes ``<run>/analysis/<name>.json`` plus ``<name>.png``/``.svg``. Bad input is
 (``hybrid-jax: error: ...``, exit 2) before any compute, and nothing is written.
 """
 
-import argparse
 import resource
 from pathlib import Path
 
@@ -32,7 +31,7 @@ SUBCOMMANDS = ("heads", "trace", "constrain", "ablate", "probe", "gradient")
 
 
 def _parser():
-  common = argparse.ArgumentParser(add_help=False)
+  common = ArgumentParser(add_help=False)
   common.add_argument("--step", type=int, help="checkpoint step (default: the last)")
   common.add_argument("--task", default=DEFAULT_TASK, help="NIAH task of hybrid_jax.data.tasks")
   common.add_argument("--length", type=int, help="context length (default: the first eval length)")

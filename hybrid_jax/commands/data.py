@@ -24,7 +24,7 @@ from hybrid_jax.data.corpus import build, open_corpus, tokenize
 from hybrid_jax.data.mix import TrainingMix, max_pairs
 from hybrid_jax.data.token_ids import ids_dir
 from hybrid_jax.data.tokenizer import SENTENCEPIECE_FILE, load_tokenizer, train_sentencepiece
-from hybrid_jax.data.tokenizer_cli import main as bpe_main
+from hybrid_jax.commands.data_tokenizer import main as bpe_main
 from hybrid_jax.errors import UserError
 
 PROG = "hybrid-jax data"

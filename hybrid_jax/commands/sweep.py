@@ -64,8 +64,8 @@ def main(argv):
   c.add_argument("root", help="A sweep directory (or one run directory).")
   c.add_argument("--out", default=None,
                  help="output file, .csv or .tsv (default: ROOT/collected.csv)")
-  # `sweep plan` lives above the launcher (it compiles runs): hybrid_jax.cli dispatches it to
-  # hybrid_jax.plan.cli; it is listed here so that `sweep --help` shows it.
+  # `sweep plan` compiles runs, as `plan` does: hybrid_jax.cli dispatches it to
+  # hybrid_jax.commands.plan; it is listed here so that `sweep --help` shows it.
   sub.add_parser("plan", add_help=False, help="compile every run of a sweep file for a TPU or "
                  "GPU topology: memory, FLOPs, step time and the grid's cost")
   args, rest = p.parse_known_args(argv)

@@ -1,6 +1,6 @@
 """``hybrid-jax train``: train one run, or resume it from its last checkpoint, with the
-standard hooks: evaluation during training (``eval.every``) and the training curves at the
-end. It sits above ``train/``, ``eval/`` and ``plot/`` so that the loop imports neither.
+standard hooks (``hybrid_jax.standard_run``: evaluation during training and the training
+curves at the end).
 
 Options are the project parser's; ``--config FILE`` (default: the toy CPU config) and the
 ``--config.KEY=VALUE`` overrides (``hybrid_jax.overrides``: ``--config.a.b=None`` unsets an
@@ -12,44 +12,14 @@ import sys
 
 from hybrid_jax import overrides
 from hybrid_jax.cli_args import ArgumentParser, usage
-from hybrid_jax.core.hooks import Hook
 from hybrid_jax.errors import UserError
+from hybrid_jax.standard_run import train
 
-# The trainer, evaluation, figures and resolve import JAX or matplotlib (seconds, measured:
-# `train --help` takes 0.6 s with them deferred, over 10 s without), so the functions that
-# need them import them: help and flag errors stay instant.
+# resolve, the loop and the local processes import JAX (seconds): main imports them, so that
+# help and flag errors stay instant.
 
 PROG = "hybrid-jax train"
 DESCRIPTION = "Train one run, or resume it from its last checkpoint."
-
-
-class CurvesAtEnd(Hook):
-  """Writes curves.png (loss and answer accuracy against tokens) when the run is done."""
-
-  def end(self, run):
-    from hybrid_jax.plot.curves import write_training_curves   # lazy: matplotlib, see above
-    write_training_curves(run)
-
-
-def standard_hooks(cfg) -> tuple[Hook, ...]:
-  """What a train command does besides training: evaluation at ``eval.every`` (when set)
-  and the end-of-run curves."""
-  from hybrid_jax.eval.evaluate import TrainingEval   # lazy: JAX, see above
-  return ((TrainingEval(),) if cfg.eval.every else ()) + (CurvesAtEnd(),)
-
-
-def train(cfg, workdir, **kwargs) -> dict:
-  """``hybrid_jax.train.loop.train`` with the standard hooks: the run a command makes."""
-  from hybrid_jax.resolve import ensure_resolved   # lazy: JAX, see above
-  from hybrid_jax.train import distributed, loop, precompile
-  cfg = ensure_resolved(cfg)
-  distributed.initialize()      # before the note below asks JAX for its backend (multi-process jobs)
-  if kwargs.get("progress") is not False and distributed.is_primary():
-    # the first step can take a while: say why
-    print(f"hybrid-jax: {precompile.first_step_note(cfg)}", file=sys.stderr, flush=True)
-  if precompile.wanted():       # XLA:CPU runs a step it loaded faster than one it compiled
-    precompile.in_child(cfg)
-  return loop.train(cfg, workdir, hooks=standard_hooks(cfg), **kwargs)
 
 
 LOCAL_PROCESSES_HELP = ("CPU: run as N single-threaded processes, one per core, data parallel "
@@ -118,7 +88,7 @@ def parse(argv: list[str]):
     n, i = args.num_processes, args.process_id
     if n is None or i is None or not 0 <= i < n:
       raise UserError("--coordinator needs --num_processes N and --process_id I with 0 <= I < N")
-    from hybrid_jax.train.distributed import ENV   # lazy: JAX, see above
+    from hybrid_jax.train.distributed import ENV   # lazy: JAX
     os.environ.update(dict(zip(ENV, (args.coordinator, str(n), str(i)))))
   return args, config
 
@@ -137,7 +107,7 @@ def _child_argv(args) -> list[str]:
 
 def main(argv) -> int:
   args, config = parse(list(argv))
-  from hybrid_jax.resolve import resolve   # lazy: JAX, see above
+  from hybrid_jax.resolve import resolve   # lazy: JAX
   from hybrid_jax.train import loop
   config = resolve(config)              # once per train command; a ConfigError (a UserError) before anything is written
   if args.local_processes != 1:

@@ -27,7 +27,7 @@ def run(run_dir) -> int:
   # lazy: importing JAX and the trainer takes seconds; the run is marked started first
   from hybrid_jax.train import distributed
   from hybrid_jax.train.loop import PREEMPTED_EXIT_CODE, Preempted
-  from hybrid_jax.training import train
+  from hybrid_jax.standard_run import train
   cfg = config_from_values(read_launch(run_dir)["config"])   # the schema's types, not raw JSON
   try:
     # A multi-process run (Slurm tasks, a Ray placement group) joins its job before anything

@@ -86,7 +86,7 @@ class _StopFlag:
 def train(cfg, workdir, *, progress: bool | None = None, hooks: tuple[Hook, ...] = ()) -> dict:
   """Train (or resume) the run in ``workdir``; returns its final status. ``cfg``: requested
   or already resolved (the CLI resolves once and passes the result). ``hooks`` are called
-  at log, eval and checkpoint steps (``hybrid_jax.training`` passes evaluation and figures)."""
+  at log, eval and checkpoint steps (``hybrid_jax.standard_run`` passes evaluation and figures)."""
   cfg = ensure_resolved(cfg)                     # ConfigError here: nothing computed, nothing written
   distributed.initialize()                 # before JAX starts a backend (multi-host jobs)
   for hook in hooks:                       # a hook's bad settings: one line, nothing written

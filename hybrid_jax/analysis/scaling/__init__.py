@@ -1,5 +1,6 @@
 """Scaling-law fits: the table reader (``table``), the fit and its bootstrap (``fitting``),
-the figure (``figure``) and the ``hybrid-jax fit-scaling`` command (``cli``). The library's
+the figure (``figure``); the ``hybrid-jax fit-scaling`` command is
+``hybrid_jax.commands.fit_scaling``. The library's
 names are re-exported here, where the experiments and tests import them."""
 
 from hybrid_jax.analysis.scaling.fitting import FORMULAS, Fit, bootstrap, fit, on_bound, scores
