@@ -422,8 +422,7 @@ def main(argv=None):
   on_cpu = jax.default_backend() == "cpu"
   on_this = "on CPU" if on_cpu else "on an accelerator"   # the defaults differ: say which
   p.add_argument("--ops", default="swa,gla,delta", help="comma-separated ops to time")
-  p.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")],
-                 default=[1024] if on_cpu else [4096, 16384],
+  p.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=None,
                  help=f"comma-separated sequence lengths (default: "
                       f"{'1024' if on_cpu else '4096,16384'} {on_this})")
   p.add_argument("--windows", type=lambda s: [int(x) for x in s.split(",")],
@@ -470,6 +469,8 @@ def main(argv=None):
                  help="instead: the CPU attention path's backward from kept probabilities "
                       "against recomputed ones, fwd+bwd at the toy family's shapes")
   args = p.parse_args(argv)
+  given_lengths = args.lengths                  # the compile-only modes have defaults of their own
+  args.lengths = args.lengths or ([1024] if on_cpu else [4096, 16384])
   if args.cpu_rows or args.cpu_blocks or args.cpu_keep:
     report = (cpu_rows_report if args.cpu_rows else cpu_blocks_report if args.cpu_blocks
               else cpu_keep_report)
@@ -479,11 +480,11 @@ def main(argv=None):
     return _write_rows(args.json, gpu_spills_report())
   if args.causal_xla:
     _check_target(p, "--causal-xla", args.causal_xla)
-    lengths = args.lengths if any(a.startswith("--lengths") for a in argv) else [2048, 16384]
+    lengths = given_lengths or [2048, 16384]
     return _write_rows(args.json, causal_xla_report(args.causal_xla, lengths))
   if args.memory:
     _check_target(p, "--memory", args.memory)
-    lengths = args.lengths if any(a.startswith("--lengths") for a in argv) else [4096, 16384]
+    lengths = given_lengths or [4096, 16384]
     return _write_rows(args.json, memory_report(args.memory, lengths))
   ops = args.ops.split(",")
   unknown = sorted(set(ops) - {"swa", "gla", "delta"})
