@@ -11,7 +11,8 @@ import jax
 import numpy as np
 import pytest
 
-from hybrid_jax.bench import BenchError, cli, mixers, profile, train, train_measure, train_workers
+from hybrid_jax.bench import BenchError, mixers, profile, train, train_measure, train_workers
+from hybrid_jax.commands import bench as cli
 
 
 def test_mixers_report_attention_and_recurrent_ratios():
