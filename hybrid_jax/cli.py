@@ -1,11 +1,12 @@
 """The hybrid-jax command trains, evaluates, sweeps, plots and analyses hybrid language models.
 
-Each command is a module with ``main(argv) -> int``; ``hybrid-jax COMMAND --help`` shows its
-options and their defaults. ``train`` takes ``--config FILE`` (default: the toy CPU config)
-and overrides such as ``--config.model.window=64`` (``hybrid_jax.overrides``, the one parser
-of every command taking them); ``eval`` takes the run's own config with ``--config.eval.*``
-overrides. A failure the user caused
-(a :class:`~hybrid_jax.errors.UserError`) is printed here, once, as one line, exit 2.
+Each command is a module of ``hybrid_jax.commands`` with ``main(argv) -> int``;
+``hybrid-jax COMMAND --help`` shows its options and their defaults. ``train`` takes
+``--config FILE`` (default: the toy CPU config) and overrides such as
+``--config.model.window=64`` (``hybrid_jax.overrides``, the one parser of every command
+taking them); ``eval`` takes the run's own config with ``--config.eval.*`` overrides. A
+failure the user caused (a :class:`~hybrid_jax.errors.UserError`) is printed here, once, as
+one line, exit 2.
 """
 
 import importlib
