@@ -6,7 +6,8 @@ plugin a traceback, and each costs start-up time. A command that computes here (
 eval, ...) on a host with no TPU or GPU device therefore keeps JAX on the CPU, unless the
 user chose with ``JAX_PLATFORMS``, and says so once. ``plan`` and ``sweep`` are left alone:
 plan compiles for any target, and a sweep's jobs run on other hosts and inherit the
-launcher's environment.
+launcher's environment; each job's worker (``hybrid_jax.launch.worker``) decides on its own
+host, as ``train`` does.
 """
 
 import glob

@@ -69,3 +69,28 @@ def test_train_on_a_host_without_an_accelerator_starts_no_plugin(tmp_path):
   lines = r.stderr.splitlines()
   assert sum("no TPU or GPU on this host" in l for l in lines) == 1
   assert not [l for l in lines if l.startswith(("E0000", "W0000", "Traceback"))], r.stderr[-2000:]
+
+
+def test_a_sweep_worker_on_a_host_without_an_accelerator_starts_no_plugin(tmp_path):
+  """A sweep's run trains in ``hybrid_jax.launch.worker`` (every backend), not through the
+  train command: it keeps JAX off the plugins too, so no run's train.log opens with the CUDA
+  plugin's traceback."""
+  import json
+  from hybrid_jax.configs.default import get_config
+  if not platforms.installed_plugins():
+    pytest.skip("no accelerator plugin (libtpu, jax-cuda12-plugin) is installed here")
+  if platforms.accelerator_present():
+    pytest.skip("this host has an accelerator")
+  cfg = get_config()
+  cfg.train.tokens, cfg.train.log_every = 4096, 1
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "launch.json").write_text(json.dumps({"config": cfg.to_dict(), "point": {}}))
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+  env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path / "cache")
+  r = subprocess.run([sys.executable, "-m", "hybrid_jax.launch.worker", str(run)], env=env,
+                     capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stderr[-2000:]
+  lines = r.stderr.splitlines()
+  assert sum("no TPU or GPU on this host" in l for l in lines) == 1
+  assert not [l for l in lines if l.startswith(("E0000", "W0000", "Traceback", "ERROR:jax"))], r.stderr[-2000:]

@@ -51,6 +51,10 @@ def run(run_dir) -> int:
 
 
 if __name__ == "__main__":
+  from hybrid_jax.platforms import keep_jax_on_cpu
   from hybrid_jax.xla_cache import use_persistent_compilation_cache
+  # The worker runs on the host that trains (a Slurm node, a Ray node, this machine): there,
+  # as for ``hybrid-jax train``, a host without a TPU or GPU starts no accelerator plugin.
+  keep_jax_on_cpu("train")
   use_persistent_compilation_cache()
   sys.exit(run(sys.argv[1]))
