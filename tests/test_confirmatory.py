@@ -172,6 +172,8 @@ def test_the_report_judges_every_registered_claim_from_the_store_alone(tmp_path)
   assert _verdict(report, "capping the efficient layers does not hurt") == "reproduced"
   assert "Holm" in report and "Clopper-Pearson" in report
   assert report.index("## Verdict rule") < report.index("## Summary")
+  per_seed = report.split("## Every seed")[1].split("## Summary")[0]
+  assert sum(l.startswith("| ") for l in per_seed.splitlines()) == 1 + 4 * 7   # header, 28 runs
 
 
 def test_a_window_that_never_learns_is_not_a_delay_and_a_model_that_cannot_retrieve_gives_no_verdict(tmp_path):

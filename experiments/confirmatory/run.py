@@ -167,6 +167,33 @@ def exploratory_verdict(finding, key) -> str:
   return "-"
 
 
+PER_SEED_DOC = (
+    "The measures behind the claims, per arm and seed (descriptive: no verdict reads this "
+    "table). Tokens in millions; '>' the budget when the threshold was never reached; "
+    f"uncapped: the constrain analysis' own far acc, which decides whether a seed retrieves "
+    f"(>= {P.RETRIEVES}); '-' where the arm has no such analysis.")
+
+
+def per_seed_table(groups) -> str:
+  def mtok(t):
+    return "-" if t is None else (">" if math.isinf(t) else f"{t / 1e6:.2f}")
+
+  def uncapped(run, label):
+    cap = F2.CAP if label == A.SF4.label else F2.CAP_LF if label == A.LF.label else None
+    got = X.constrain(run, cap) if cap is not None else None
+    return None if got is None else got.get("none")
+
+  rows = []
+  for arm in A.ARMS:
+    for run in sorted(groups[arm.label], key=lambda r: r.seed):
+      rows.append([arm.label, run.seed, mtok(X.tokens_to(run, X.FAR)), _fmt(X.final(run, X.FAR)),
+                   _fmt(X.final(run, X.FAR_START)), _fmt(uncapped(run, arm.label)),
+                   _fmt(X.filler_short(run))])
+  return study.markdown_table(["arm", "seed", "tokens to emerge (M)", "final far acc",
+                               "final far acc, fact at offset 0", "uncapped far acc",
+                               "short loss"], rows)
+
+
 def report(results, groups) -> str:
   c = ancestry.commits()
   seeds = ", ".join(str(s) for s in P.SEEDS)
@@ -199,6 +226,7 @@ def report(results, groups) -> str:
               "Exploratory (seeds 0-2, rules written after their data; not counted): " + "; ".join(R.EXPLORATORY) + "."]
     summary += [[finding, r.claim.key, r.claim.role, f"{_fmt(r.effect)} [{_fmt(r.lo)}, {_fmt(r.hi)}]",
                  r.n, r.verdict, exploratory_verdict(finding, r.claim.key)] for r in rs]
+  lines += ["", "## Every seed", "", PER_SEED_DOC, "", per_seed_table(groups)]
   counts = {}
   for row in summary:
     counts[(row[2], row[5])] = counts.get((row[2], row[5]), 0) + 1
