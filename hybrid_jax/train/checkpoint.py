@@ -6,6 +6,7 @@ per array); either form restores."""
 
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -74,28 +75,19 @@ def host_copy(state):
   leaves, tree = jax.tree.flatten(state)
   sources = [np.asarray(x) for x in leaves]    # waits for the step that made them
   copies = [np.empty_like(x) for x in sources]
-  jobs = []
+  slices = []                                  # (source, copy) views of COPY_CHUNK_BYTES
   for src, dst in zip(sources, copies):
-    flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)
-    step = max(1, COPY_CHUNK_BYTES // max(1, src.itemsize))
-    jobs += [(flat_src, flat_dst, i, min(i + step, flat_src.size)) for i in range(0, flat_src.size, step)]
-  copy = lambda job: np.copyto(job[1][job[2]:job[3]], job[0][job[2]:job[3]])   # noqa: E731
-  if len(jobs) > 1:
-    list(_copy_pool().map(copy, jobs))
-  else:
-    for job in jobs:
-      copy(job)
+    src, dst = src.reshape(-1), dst.reshape(-1)
+    n = max(1, COPY_CHUNK_BYTES // max(1, src.itemsize))
+    slices += [(src[i:i + n], dst[i:i + n]) for i in range(0, src.size, n)]
+  list(_copy_pool().map(lambda pair: np.copyto(pair[1], pair[0]), slices))
   return jax.tree.unflatten(tree, copies)
 
 
-_POOL = []
-
-
+@functools.cache
 def _copy_pool() -> concurrent.futures.ThreadPoolExecutor:
-  if not _POOL:
-    _POOL.append(concurrent.futures.ThreadPoolExecutor(
-        max_workers=max(1, min(8, len(os.sched_getaffinity(0)))), thread_name_prefix="host-copy"))
-  return _POOL[0]
+  return concurrent.futures.ThreadPoolExecutor(
+      max_workers=max(1, min(8, len(os.sched_getaffinity(0)))), thread_name_prefix="host-copy")
 
 
 class Checkpointer:
