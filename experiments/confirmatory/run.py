@@ -84,9 +84,14 @@ def _scaling(R, g):
                             J.gehan(start, *speed(X.FAR_START))])
 
 
+def _uncapped(run, cap):
+  """The constrain analysis' own far acc without a cap (None: not analysed at ``cap``)."""
+  return (X.constrain(run, cap) or {}).get("none")
+
+
 def _capped(claim, runs, cap, setting):
   """A capping/ablation/probe claim on the seeds that retrieve (uncapped, at ``cap``)."""
-  uncapped = X.values(runs, lambda r: (X.constrain(r, cap) or {}).get("none"))
+  uncapped = X.values(runs, lambda r: _uncapped(r, cap))
   if setting in ("full_constrained", "efficient_constrained"):
     vals = X.values(runs, lambda r: None if X.constrain(r, cap) is None else
                     X.constrain(r, cap)["none"] - X.constrain(r, cap)[setting])
@@ -178,16 +183,13 @@ def per_seed_table(groups) -> str:
   def mtok(t):
     return "-" if t is None else (">" if math.isinf(t) else f"{t / 1e6:.2f}")
 
-  def uncapped(run, label):
-    cap = F2.CAP if label == A.SF4.label else F2.CAP_LF if label == A.LF.label else None
-    got = X.constrain(run, cap) if cap is not None else None
-    return None if got is None else got.get("none")
+  caps = {A.SF4.label: F2.CAP, A.LF.label: F2.CAP_LF}      # the arms the rules constrain
 
   rows = []
   for arm in A.ARMS:
     for run in sorted(groups[arm.label], key=lambda r: r.seed):
       rows.append([arm.label, run.seed, mtok(X.tokens_to(run, X.FAR)), _fmt(X.final(run, X.FAR)),
-                   _fmt(X.final(run, X.FAR_START)), _fmt(uncapped(run, arm.label)),
+                   _fmt(X.final(run, X.FAR_START)), _fmt(_uncapped(run, caps[arm.label]) if arm.label in caps else None),
                    _fmt(X.filler_short(run))])
   return study.markdown_table(["arm", "seed", "tokens to emerge (M)", "final far acc",
                                "final far acc, fact at offset 0", "uncapped far acc",
