@@ -84,14 +84,14 @@ def _scaling(R, g):
                             J.gehan(start, *speed(X.FAR_START))])
 
 
-def _uncapped(run, cap):
+def uncapped_far(run, cap):
   """The constrain analysis' own far acc without a cap (None: not analysed at ``cap``)."""
   return (X.constrain(run, cap) or {}).get("none")
 
 
-def _capped(claim, runs, cap, setting):
+def capped(claim, runs, cap, setting):
   """A capping/ablation/probe claim on the seeds that retrieve (uncapped, at ``cap``)."""
-  uncapped = X.values(runs, lambda r: _uncapped(r, cap))
+  uncapped = X.values(runs, lambda r: uncapped_far(r, cap))
   if setting in ("full_constrained", "efficient_constrained"):
     vals = X.values(runs, lambda r: None if X.constrain(r, cap) is None else
                     X.constrain(r, cap)["none"] - X.constrain(r, cap)[setting])
@@ -111,11 +111,11 @@ def _capped(claim, runs, cap, setting):
 def _full_attention(R, g):
   sf4, lf = g[A.SF4.label], g[A.LF.label]
   eff, full_lf, eff_lf, heads, probe = R.SECONDARY
-  return J.finish(_capped(R.PRIMARY, sf4, F2.CAP, "full_constrained"),
-                  [_capped(eff, sf4, F2.CAP, "efficient_constrained"),
-                   _capped(full_lf, lf, F2.CAP_LF, "full_constrained"),
-                   _capped(eff_lf, lf, F2.CAP_LF, "efficient_constrained"),
-                   _capped(heads, sf4, F2.CAP, "heads"), _capped(probe, sf4, F2.CAP, "probe")])
+  return J.finish(capped(R.PRIMARY, sf4, F2.CAP, "full_constrained"),
+                  [capped(eff, sf4, F2.CAP, "efficient_constrained"),
+                   capped(full_lf, lf, F2.CAP_LF, "full_constrained"),
+                   capped(eff_lf, lf, F2.CAP_LF, "efficient_constrained"),
+                   capped(heads, sf4, F2.CAP, "heads"), capped(probe, sf4, F2.CAP, "probe")])
 
 
 def _laziness(R, g):
@@ -147,7 +147,7 @@ def _nope(R, g):
 
 # --- the report -----------------------------------------------------------------------------
 
-def _fmt(x) -> str:
+def fmt(x) -> str:
   if x is None or (isinstance(x, float) and math.isnan(x)):
     return "-"
   if isinstance(x, float) and math.isinf(x):
@@ -155,7 +155,7 @@ def _fmt(x) -> str:
   return f"{x:.3g}"
 
 
-def _p(r) -> str:
+def fmt_p(r) -> str:
   return "-" if r.p is None else (f"{r.p:.3g}" + (f" (Holm {r.p_holm:.3g})" if r.p_holm is not None else ""))
 
 
@@ -188,9 +188,9 @@ def per_seed_table(groups) -> str:
   rows = []
   for arm in A.ARMS:
     for run in sorted(groups[arm.label], key=lambda r: r.seed):
-      rows.append([arm.label, run.seed, mtok(X.tokens_to(run, X.FAR)), _fmt(X.final(run, X.FAR)),
-                   _fmt(X.final(run, X.FAR_START)), _fmt(_uncapped(run, caps[arm.label]) if arm.label in caps else None),
-                   _fmt(X.filler_short(run))])
+      rows.append([arm.label, run.seed, mtok(X.tokens_to(run, X.FAR)), fmt(X.final(run, X.FAR)),
+                   fmt(X.final(run, X.FAR_START)), fmt(uncapped_far(run, caps[arm.label]) if arm.label in caps else None),
+                   fmt(X.filler_short(run))])
   return study.markdown_table(["arm", "seed", "tokens to emerge (M)", "final far acc",
                                "final far acc, fact at offset 0", "uncapped far acc",
                                "short loss"], rows)
@@ -223,10 +223,10 @@ def report(results, groups) -> str:
                                    P.claims_table([r.claim for r in rs])), "",
               "Results:", "",
               study.markdown_table(["claim", "role", "effect [interval]", "p", "n", "verdict", "note"],
-                                   [[r.claim.key, r.claim.role, f"{_fmt(r.effect)} [{_fmt(r.lo)}, {_fmt(r.hi)}]",
-                                     _p(r), r.n, f"**{r.verdict}**", r.note] for r in rs]), "",
+                                   [[r.claim.key, r.claim.role, f"{fmt(r.effect)} [{fmt(r.lo)}, {fmt(r.hi)}]",
+                                     fmt_p(r), r.n, f"**{r.verdict}**", r.note] for r in rs]), "",
               "Exploratory (seeds 0-2, rules written after their data; not counted): " + "; ".join(R.EXPLORATORY) + "."]
-    summary += [[finding, r.claim.key, r.claim.role, f"{_fmt(r.effect)} [{_fmt(r.lo)}, {_fmt(r.hi)}]",
+    summary += [[finding, r.claim.key, r.claim.role, f"{fmt(r.effect)} [{fmt(r.lo)}, {fmt(r.hi)}]",
                  r.n, r.verdict, exploratory_verdict(finding, r.claim.key)] for r in rs]
   lines += ["", "## Every seed", "", PER_SEED_DOC, "", per_seed_table(groups)]
   counts = {}
