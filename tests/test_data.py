@@ -59,3 +59,42 @@ def test_distances_span_short_and_long_range():
         dists.append(pos - ev[0])
   dists = np.array(dists)
   assert (dists < 16).mean() > 0.1 and (dists > 128).mean() > 0.1
+
+
+def _plain_row(src, step, row):
+  """The row as first written (rng.choice with p, rng.choice(VALUES), a numpy occupancy
+  mask): the reference a faster ``row`` must match draw for draw, so runs trained before
+  it see the same data when rerun."""
+  rng = np.random.default_rng([src.seed, step, row])
+  n = src.seq_len + 1
+  ids = rng.choice(syn.LEXICON_WORDS, size=n // 2 + 1, p=src.probs)
+  keep = np.arange(syn.MAX_WORD)[None, :] < src.lengths[ids][:, None]
+  tokens = src.words[ids][keep][:n].astype(np.int32)
+  answer, taken = np.zeros(src.seq_len, bool), np.zeros(n, bool)
+  lo, hi = max(3, src.min_distance), n - 3
+  for key in rng.permutation(syn.KEYS)[:src.n_pairs]:
+    if hi <= lo:
+      break
+    for _ in range(16):
+      dist = int(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+      a = int(rng.integers(0, n - 2 - dist))
+      b = a + dist
+      if not (taken[a:a + 3].any() or taken[b:b + 3].any()):
+        value = rng.choice(syn.VALUES)
+        tokens[a:a + 3], tokens[b:b + 3] = (syn.KV_MARK, key, value), (syn.Q_MARK, key, value)
+        taken[a:a + 3] = taken[b:b + 3] = True
+        answer[b + 1] = True
+        break
+  return tokens, answer
+
+
+def test_rows_are_the_plain_per_key_sampler_draw_for_draw():
+  for data in (dict(), dict(seq_len=64), dict(seq_len=128, n_pairs=16, min_distance=32),
+               dict(n_pairs=0), dict(seq_len=24, n_pairs=4, min_distance=20), dict(seed=9)):
+    src = _source(**data)
+    for step, row in ((0, 0), (3, 5), (10_000, 7)):
+      tokens, answer = src.row(step, row)
+      want_tokens, want_answer = _plain_row(src, step, row)
+      np.testing.assert_array_equal(tokens, want_tokens)
+      np.testing.assert_array_equal(answer, want_answer)
+      assert tokens.dtype == want_tokens.dtype

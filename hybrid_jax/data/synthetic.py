@@ -39,32 +39,36 @@ class SyntheticRetrieval:
     self.seq_len, self.batch_size = data_cfg.seq_len, batch_size
     self.seed, self.n_pairs, self.min_distance = data_cfg.seed, data_cfg.n_pairs, data_cfg.min_distance
     self.words, self.lengths, self.probs = lexicon()
+    self.cdf = self.probs.cumsum()          # what rng.choice(p=probs) computes on every call
+    self.cdf /= self.cdf[-1]
 
   def row(self, step: int, row: int):
     """(tokens [T+1], answer_mask [T]) of one row: a pure function of (seed, step, row)."""
     rng = np.random.default_rng([self.seed, step, row])
     n = self.seq_len + 1
-    ids = rng.choice(LEXICON_WORDS, size=n // 2 + 1, p=self.probs)
+    # rng.choice(LEXICON_WORDS, size=n // 2 + 1, p=self.probs), the same draws without
+    # re-checking and re-summing p for every row
+    ids = self.cdf.searchsorted(rng.random(n // 2 + 1), side="right")
     keep = np.arange(MAX_WORD)[None, :] < self.lengths[ids][:, None]
     tokens = self.words[ids][keep][:n].astype(np.int32)
     answer = np.zeros(self.seq_len, bool)
-    taken = np.zeros(n, bool)
+    taken = bytearray(n)          # plain bytes: a 3-slot check per try costs no numpy call
     keys = rng.permutation(KEYS)[:self.n_pairs]
     lo, hi = max(3, self.min_distance), n - 3
-    for key in keys:
-      if hi <= lo:
-        break
-      for _ in range(16):   # rejection-sample a free placement; rarely needs a retry
-        dist = int(np.exp(rng.uniform(np.log(lo), np.log(hi))))
-        a = int(rng.integers(0, n - 2 - dist))
-        b = a + dist
-        if not (taken[a:a + 3].any() or taken[b:b + 3].any()):
-          value = rng.choice(VALUES)
-          tokens[a:a + 3] = (KV_MARK, key, value)
-          tokens[b:b + 3] = (Q_MARK, key, value)
-          taken[a:a + 3] = taken[b:b + 3] = True
-          answer[b + 1] = True      # input b+1 is the key; its target b+2 is the value
-          break
+    if hi > lo:
+      log_lo, log_hi = np.log(lo), np.log(hi)
+      for key in keys:
+        for _ in range(16):   # rejection-sample a free placement; rarely needs a retry
+          dist = int(np.exp(rng.uniform(log_lo, log_hi)))
+          a = int(rng.integers(0, n - 2 - dist))
+          b = a + dist
+          if not (any(taken[a:a + 3]) or any(taken[b:b + 3])):
+            value = VALUES[rng.integers(len(VALUES))]   # the draw rng.choice(VALUES) makes
+            tokens[a:a + 3] = (KV_MARK, key, value)
+            tokens[b:b + 3] = (Q_MARK, key, value)
+            taken[a:a + 3] = taken[b:b + 3] = b"\x01\x01\x01"
+            answer[b + 1] = True      # input b+1 is the key; its target b+2 is the value
+            break
     return tokens, answer
 
   def batch(self, step: int, rows: range | None = None) -> dict:
