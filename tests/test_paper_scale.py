@@ -135,3 +135,16 @@ def test_committed_plan_covers_the_grid_every_run_fits_and_keeps_its_batch():
     assert rec["batch_size"] == r.resolved.train.batch_size and rec["batch_size"] % rec["microbatches"] == 0
     assert rec["change"] in (None, f"train.microbatches={rec['microbatches']}")
     assert rec["hbm_total_bytes"] <= rec["hbm_budget_bytes"]
+
+
+def test_committed_bpe_plan_has_no_input_bound_run():
+  """Issue 43's target, as `sweep plan ... --resume --config.data.corpus=data/pydocs
+  --config.data.tokenizer=data/pydocs` recorded it: every run of the grid has an input time
+  per step (32K BPE ids, its host's workers) and none is slower than its roofline step."""
+  import json
+  path = PAPER_SCALE / "plans" / "scaling.v5p_2x2x1.bpe32k_pydocs.plan.jsonl"
+  records = list(map(json.loads, path.read_text().splitlines()))
+  assert len(records) == 210
+  for r in records:
+    assert r["input_s"] > 0 and r["input_workers"] >= 1, r["run"]
+    assert r["input_bound"] == (r["input_s"] > r["step_s"]) and not r["input_bound"], r["run"]
