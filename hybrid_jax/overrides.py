@@ -58,44 +58,79 @@ def _typed(key: str, text: str, kind: type):
   return value
 
 
+def set_key(config, key: str, value, error_cls=UserError, *, read=None,
+            unknown: str = "unknown config key", wrong_type=None) -> None:
+  """Set the dotted ``key`` (``model.window``) of ``config`` in place: the one walk of the
+  CLI's overrides (``apply``) and of a sweep's grid points (``launch.grid.apply``), each
+  raising its own ``error_cls`` in its own words. ``read(key, node, leaf, value)``: what is
+  set instead of ``value`` (``apply``'s text read against the field); ``wrong_type(value,
+  field_type, error)``: why a value the field refuses is wrong (default: ml_collections')."""
+  *parents, leaf = key.split(".")
+  node = config
+  for part in parents:                 # a leaf or a missing key on the way: no such key
+    node = node.get(part) if hasattr(node, "get_ref") else None
+    if node is None:
+      break
+  if node is None or not hasattr(node, "get_ref") or leaf not in node:
+    raise error_cls(f"config.{key}: {unknown}")
+  if read is not None:
+    value = read(key, node, leaf, value)
+  try:
+    node[leaf] = value
+  except (TypeError, ValueError) as e:
+    why = (wrong_type(value, node.get_ref(leaf).get_type(), e) if wrong_type is not None
+           else one_line(e))
+    raise error_cls(f"config.{key}: {value!r} has the wrong type ({why})") from None
+
+
+def _read(key: str, node, leaf: str, value):
+  """What an override sets: a section is refused, ``none`` unsets, other text is read
+  against the field's type, a caller's own value is kept."""
+  if hasattr(node[leaf], "get_ref"):
+    raise UserError(f"config.{key}: is a section; override its keys (config.{key}.KEY=VALUE)")
+  if isinstance(value, str) and value.lower() == "none":
+    return None
+  if isinstance(value, str):
+    return _typed(key, value, node.get_ref(leaf).get_type())
+  return value
+
+
 def apply(config, overrides: dict):
   """``config`` with ``overrides`` set in place: text values (from ``parse``) read against
   each key's type, other values (a caller's own) set as given; returns ``config``."""
   for key, value in overrides.items():
-    *parents, leaf = key.split(".")
-    node = config
-    for part in parents:
-      node = node.get(part) if hasattr(node, "get_ref") else None
-      if node is None:
-        break
-    if node is None or not hasattr(node, "get_ref") or leaf not in node:
-      raise UserError(f"config.{key}: unknown config key")
-    if hasattr(node[leaf], "get_ref"):
-      raise UserError(f"config.{key}: is a section; override its keys (config.{key}.KEY=VALUE)")
-    if isinstance(value, str) and value.lower() == "none":
-      value = None
-    elif isinstance(value, str):
-      value = _typed(key, value, node.get_ref(leaf).get_type())
-    try:
-      node[leaf] = value
-    except (TypeError, ValueError) as e:
-      raise UserError(f"config.{key}: {value!r} has the wrong type ({one_line(e)})") from None
+    set_key(config, key, value, read=_read)
   return config
+
+
+def import_file(path: Path, prefix: str, missing: Exception, failed):
+  """The Python file at ``path`` run as a module named ``_{prefix}_{stem}``: the one import
+  of config files and sweep files, each with its caller's errors: ``missing`` when ``path``
+  is no file, ``failed(e)`` for the exception ``e`` running it raised."""
+  if not path.is_file():
+    raise missing
+  try:
+    spec = importlib.util.spec_from_file_location(f"_{prefix}_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+  except Exception as e:
+    raise failed(e) from None
+  return module
 
 
 def load_config_file(path=None):
   """``get_config()`` of a Python config file (default: the toy CPU config); a file that
   fails to load is one UserError line."""
   path = Path(path or DEFAULT_CONFIG)
-  if not path.is_file():
-    raise UserError(f"cannot load config: {path} does not exist or is not a file")
+
+  def failed(e):
+    return UserError(f"cannot load config: {path}: {one_line(e)}")
+  module = import_file(path, "config", UserError(
+      f"cannot load config: {path} does not exist or is not a file"), failed)
   try:
-    spec = importlib.util.spec_from_file_location(f"_config_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     return module.get_config()
   except Exception as e:
-    raise UserError(f"cannot load config: {path}: {one_line(e)}") from None
+    raise failed(e) from None
 
 
 def config_from(path, argv, command: str = ""):

@@ -2,26 +2,28 @@
 on 8 forced host devices under several meshes (each in its own process: the device count
 is fixed when JAX starts). On one CPU the forced devices share the same cores, so step
 times show the cost of the collectives, not a speed-up; the bytes per device show FSDP
-splitting parameters and optimizer state ~1/fsdp."""
+splitting parameters and optimizer state ~1/fsdp. The model is the toy default's, or that of
+``--config FILE [--config.KEY=VALUE ...]`` (its mesh keys are the bench's to set)."""
 
 import json
 import os
 import subprocess
 import sys
 
-from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax import overrides
+from hybrid_jax.bench import add_config, run_config
+from hybrid_jax.cli_args import ArgumentParser, usage
+
+PROG = "hybrid-jax bench mesh"
 
 PROBE = """
 import json, time
 import jax, numpy as np
+from hybrid_jax.bench.mesh import probe_config
 from hybrid_jax.bench.train import project_step_seconds
-from hybrid_jax.resolve import resolve
-from hybrid_jax.configs.default import get_config
 from hybrid_jax.train import sharding
 from hybrid_jax.train.state import init_state
-c = get_config()
-c.mesh.data, c.mesh.fsdp = {data}, {fsdp}
-cfg = resolve(c)
+cfg = probe_config({config!r}, {argv!r}, {data}, {fsdp})
 mesh = sharding.make_mesh(cfg.mesh)
 _, _, state, _, _ = init_state(cfg, mesh)
 dev0 = jax.devices()[0]
@@ -43,20 +45,33 @@ def host_devices_env(devices: int) -> dict:
   return dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=flags.strip())
 
 
-def run(devices, data, fsdp, steps):
+def probe_config(path, argv, data: int, fsdp: int):
+  """The resolved config a probe times: ``run_config``'s, on a ``data`` x ``fsdp`` mesh (set
+  last: the meshes are what the bench compares)."""
+  from hybrid_jax.resolve import resolve   # lazy: JAX, in the probe's own process
+  c = run_config(path, argv)
+  c.mesh.data, c.mesh.fsdp = data, fsdp
+  return resolve(c)
+
+
+def run(devices, data, fsdp, steps, config=None, argv=()):
   env = host_devices_env(devices)
-  r = subprocess.run([sys.executable, "-c", PROBE.format(data=data, fsdp=fsdp, steps=steps)],
-                     capture_output=True, text=True, env=env)
+  probe = PROBE.format(data=data, fsdp=fsdp, steps=steps, config=config, argv=list(argv))
+  r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
   if r.returncode:
     raise SystemExit(f"hybrid-jax bench mesh: error: {r.stderr.strip().splitlines()[-1]}")
   return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None):
-  p = ArgumentParser(prog="hybrid-jax bench mesh", description=__doc__.split("\n\n")[0])
-  p.add_argument("--steps", type=int, default=5, help="timed steps per mesh")
-  a = p.parse_args(argv)
-  rows = [run(1, 1, 1, a.steps)] + [run(8, d, f, a.steps) for d, f in ((8, 1), (2, 4), (1, 8))]
+  p = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                     usage=usage(PROG, "[--config FILE]", overrides.USAGE, "[--steps N]"))
+  add_config(p)
+  p.add_argument("--steps", type=int, default=5, metavar="N", help="timed steps per mesh")
+  a, rest = p.parse_known_args(argv)
+  run_config(a.config, rest)            # a mistake: one line here, not in a probe
+  rows = [run(1, 1, 1, a.steps, a.config, rest)] + [run(8, d, f, a.steps, a.config, rest)
+                                                     for d, f in ((8, 1), (2, 4), (1, 8))]
   base = rows[0]
   for row in rows:
     row["step_time_vs_1_device"] = row["step_s"] / base["step_s"]

@@ -6,6 +6,9 @@ plan`` on any host: the deviceless compile needs no accelerator).
 
   python -m hybrid_jax.bench.pilot --corpus data/pydocs --out pilot.json [--size S1] [--steps 40]
 
+The config is the paper's (or ``--config FILE``'s) with the flags' values set, then the
+``--config.KEY=VALUE`` overrides (``hybrid_jax.overrides``, as ``train`` reads them).
+
 The corpus must hold ids for its own tokenizer (``data tokenize``); a 32K BPE stands for the
 paper's. The run trains in a temporary directory; only the JSON summary is kept. The first
 logged interval (compilation) is left out of the figures.
@@ -22,40 +25,64 @@ DEVICE_KINDS = {"H100": "h100", "H200": "h200", "TPU v5p": "v5p", "TPU v5 lite":
                 "TPU v4": "v4", "TPU v6 lite": "v6e"}
 
 
+PROG = "python -m hybrid_jax.bench.pilot"
+
+
 def _parser():
-  from hybrid_jax.cli_args import ArgumentParser
-  p = ArgumentParser(prog="python -m hybrid_jax.bench.pilot", description=__doc__.splitlines()[0])
-  p.add_argument("--corpus", required=True, help="a built corpus holding its tokenizer's ids")
+  from hybrid_jax import overrides
+  from hybrid_jax.bench import add_config
+  from hybrid_jax.cli_args import ArgumentParser, usage
+  p = ArgumentParser(prog=PROG, description=__doc__.splitlines()[0], usage=usage(
+      PROG, "--corpus DIR", "--out FILE", "[--config FILE]", overrides.USAGE,
+      "[--tokenizer TOKENIZER]", "[--size SIZE]", "[--pattern PATTERN]", "[--seq-len N]",
+      "[--batch-size N]", "[--microbatches N]", "[--steps N]", "[--log-every N]",
+      "[--workers N]", "[--plan FILE]"))
+  add_config(p, "the paper config, hybrid_jax/configs/paper.py")
+  p.add_argument("--corpus", required=True, metavar="DIR",
+                 help="a built corpus holding its tokenizer's ids")
   p.add_argument("--tokenizer", default=None, help="tokenizer spec (default: the corpus directory)")
   p.add_argument("--size", default="S1", help="model size (configs/sizes.py)")
   p.add_argument("--pattern", default="SF", help="layer pattern")
-  p.add_argument("--seq-len", type=int, default=16384, help="tokens per row")
-  p.add_argument("--batch-size", type=int, default=8, help="rows per step")
-  p.add_argument("--microbatches", type=int, default=1, help="gradient accumulation steps")
-  p.add_argument("--steps", type=int, default=40, help="steps to train")
-  p.add_argument("--log-every", type=int, default=5, help="steps per logged interval")
-  p.add_argument("--workers", type=int, default=-1, help="data.workers (-1: the trainer's choice)")
-  p.add_argument("--plan", default=None, help="a plan .jsonl whose first record is this config's")
-  p.add_argument("--out", required=True, help="the JSON summary to write")
+  p.add_argument("--seq-len", type=int, default=16384, metavar="N", help="tokens per row")
+  p.add_argument("--batch-size", type=int, default=8, metavar="N", help="rows per step")
+  p.add_argument("--microbatches", type=int, default=1, metavar="N",
+                 help="gradient accumulation steps")
+  p.add_argument("--steps", type=int, default=40, metavar="N", help="steps to train")
+  p.add_argument("--log-every", type=int, default=5, metavar="N",
+                 help="steps per logged interval")
+  p.add_argument("--workers", type=int, default=-1, metavar="N",
+                 help="data.workers (-1: the trainer's choice)")
+  p.add_argument("--plan", default=None, metavar="FILE",
+                 help="a plan .jsonl whose first record is this config's")
+  p.add_argument("--out", required=True, metavar="FILE", help="the JSON summary to write")
   return p
 
 
-def config(args):
-  from hybrid_jax.configs.paper import get_config
+def requested(args, argv):
+  """The config to run, unresolved: ``--config FILE``'s, the flags, then the overrides
+  ``argv``; a mistake is one line (a BenchError)."""
+  from hybrid_jax.bench import run_config
+  from hybrid_jax.configs import paper
+
+  def flags(c):
+    c.model.size, c.model.pattern = args.size, args.pattern
+    c.model.vocab_size = None
+    c.data.corpus, c.data.tokenizer = args.corpus, args.tokenizer or args.corpus
+    c.data.seq_len, c.data.workers = args.seq_len, args.workers
+    c.data.short_len = min(c.data.short_len, args.seq_len)
+    c.data.n_pairs = min(c.data.n_pairs, args.seq_len // 28)
+    c.train.batch_size, c.train.microbatches = args.batch_size, args.microbatches
+    c.train.tokens_per_param, c.train.steps = None, args.steps
+    c.train.warmup_steps, c.train.log_every = min(c.train.warmup_steps, args.steps), args.log_every
+    c.checkpoint.every, c.checkpoint.log_per_octave = 10 ** 9, 0
+    c.eval.every = None
+  return run_config(args.config, argv, setup=flags, default=paper.__file__)
+
+
+def config(args, argv=()):
+  """The resolved config to run (a bad corpus or size: one ConfigError line)."""
   from hybrid_jax.resolve import resolve
-  c = get_config()
-  c.model.size, c.model.pattern = args.size, args.pattern
-  c.model.vocab_size = None
-  c.data.corpus, c.data.tokenizer = args.corpus, args.tokenizer or args.corpus
-  c.data.seq_len, c.data.workers = args.seq_len, args.workers
-  c.data.short_len = min(c.data.short_len, args.seq_len)
-  c.data.n_pairs = min(c.data.n_pairs, args.seq_len // 28)
-  c.train.batch_size, c.train.microbatches = args.batch_size, args.microbatches
-  c.train.tokens_per_param, c.train.steps = None, args.steps
-  c.train.warmup_steps, c.train.log_every = min(c.train.warmup_steps, args.steps), args.log_every
-  c.checkpoint.every, c.checkpoint.log_per_octave = 10 ** 9, 0
-  c.eval.every = None
-  return resolve(c)
+  return resolve(requested(args, argv))
 
 
 def summarize(cfg, records, device_kind: str, peak: float | None, plan: dict | None) -> dict:
@@ -81,8 +108,8 @@ def summarize(cfg, records, device_kind: str, peak: float | None, plan: dict | N
 
 
 def main(argv=None) -> dict:
-  args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-  cfg = config(args)                     # a bad corpus or size: one line before any compute
+  args, rest = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+  cfg = config(args, rest)               # a bad corpus, size or key: one line before any compute
   import jax
   from pallas_kernels.targets import CHIPS
   from hybrid_jax.run import RunDir

@@ -18,32 +18,37 @@ the step itself runs it slower at the toy shapes: ``--cold`` times that too), an
 ``--no-breakdown``, it prints the breakdown (``train_measure``: op time by model scope, the
 loop's host-side work, a checkpoint save). The workers and their protocol are in
 ``train_workers``, the summary of the rows in ``train_report``.
+
+Each shape sets its keys on the toy default, or on ``--config FILE``'s config; the
+``--config.KEY=VALUE`` overrides come last, and every worker and peer builds the same config.
 """
 
 import json
 import os
 import sys
 
-from hybrid_jax.bench import BenchError
+from hybrid_jax import overrides
+from hybrid_jax.bench import BenchError, add_config, run_config
 # make_step and project_step_seconds are imported from here by the other benches and tests.
 from hybrid_jax.bench.train_measure import (  # noqa: F401
     SHAPES, make_step, project_step_seconds, shape_config, step_memory)
 from hybrid_jax.bench.train_report import report, saved_rows, summarize
 from hybrid_jax.bench.train_workers import (
-    PEER_MODULE, Measured, one_core, peer_args, project_command, project_row, thread_env,
-    torch_available, worker)
-from hybrid_jax.cli_args import ArgumentParser
+    PEER_MODULE, Measured, config_argv, one_core, peer_args, project_command, project_row,
+    thread_env, torch_available, worker)
+from hybrid_jax.cli_args import ArgumentParser, usage
 from hybrid_jax.train import local_processes
 from hybrid_jax.xla_cache import use_persistent_compilation_cache
 
 DEFAULT_SHAPES = "toy,d256"
+PROG = "hybrid-jax bench train"
 
 
 def sides(shape, a, peer: bool, compiled) -> list[tuple[str, callable]]:
   """(name, start) of every side timed for ``shape``: the project first (the ratios'
   numerator), then its variants and the peers."""
-  cfg = shape_config(shape)
-  project = project_command(shape, "--serve")
+  cfg = shape_config(shape, a.config, a.overrides)
+  project = project_command(shape, "--serve", *config_argv(a.config, a.overrides))
   env, cpu = thread_env(a.threads), one_core(a.threads)
   out = [("project", lambda: Measured(f"project worker ({shape})", project, env, cpu,
                                       processes=a.processes))]
@@ -69,24 +74,29 @@ def sides(shape, a, peer: bool, compiled) -> list[tuple[str, callable]]:
 
 
 def _parser():
-  p = ArgumentParser(prog="hybrid-jax bench train", description=__doc__.split("\n\n")[0])
-  p.add_argument("--shapes", default=DEFAULT_SHAPES,
+  p = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0], usage=usage(
+      PROG, "[--config FILE]", overrides.USAGE, "[--shapes SHAPES]", "[--rounds N]",
+      "[--steps N]", "[--warmup-rounds N]", "[--threads N]", "[--processes N]", "[--peer]",
+      "[--compile-shapes SHAPES]", "[--donation]", "[--cold]", "[--plain-dots]",
+      "[--no-breakdown]", "[--json FILE]", "[--summarize JSON]"))
+  add_config(p, "the toy default, hybrid_jax/configs/default.py; each shape sets its keys")
+  p.add_argument("--shapes", default=DEFAULT_SHAPES, metavar="SHAPES",
                  help=f"comma-separated, or 'all': {', '.join(SHAPES)}")
-  p.add_argument("--rounds", type=int, default=20,
+  p.add_argument("--rounds", type=int, default=20, metavar="N",
                  help="rounds of one block of steps per side, interleaved (ratios: median "
                       "over rounds)")
-  p.add_argument("--steps", type=int, default=5, help="timed steps per block (median)")
-  p.add_argument("--warmup-rounds", type=int, default=3,
+  p.add_argument("--steps", type=int, default=5, metavar="N", help="timed steps per block (median)")
+  p.add_argument("--warmup-rounds", type=int, default=3, metavar="N",
                  help="rounds run first and left out of the ratios: on a shared host the "
                       "first rounds after the workers start ran slower, unevenly between sides")
-  p.add_argument("--threads", type=int, default=0,
+  p.add_argument("--threads", type=int, default=0, metavar="N",
                  help="threads of both sides: 1, or 0 for every core")
-  p.add_argument("--processes", type=int, default=1,
+  p.add_argument("--processes", type=int, default=1, metavar="N",
                  help="the project side as this many single-threaded processes, one per core, "
                       "data parallel (as `hybrid-jax train` runs under HYBRID_JAX_COORDINATOR); "
                       "1: one process on every core")
   p.add_argument("--peer", action="store_true", help="also time the PyTorch peer (needs torch)")
-  p.add_argument("--compile-shapes", default="d256",
+  p.add_argument("--compile-shapes", default="d256", metavar="SHAPES",
                  help="shapes also timed under torch.compile with --peer ('' for none)")
   p.add_argument("--donation", action="store_true",
                  help="also time the step without buffer donation (its effect)")
@@ -98,7 +108,7 @@ def _parser():
                  help="also time the step with XLA's own dot forms, without the fast form "
                       "every CPU matmul is given (pallas_kernels.cpu_matmul): its effect")
   p.add_argument("--no-breakdown", action="store_true", help="skip the per-op profile")
-  p.add_argument("--json", default=None,
+  p.add_argument("--json", default=None, metavar="FILE",
                  help="also write every row and ratio to this file (default: none)")
   p.add_argument("--summarize", default=None, metavar="JSON",
                  help="time nothing: print the summary of the rows in a --json file (a "
@@ -111,7 +121,8 @@ def main(argv=None) -> int:
   if argv[:1] == ["--worker"]:
     worker(argv[1:])
     return 0
-  a = _parser().parse_args(argv)
+  a, a.overrides = _parser().parse_known_args(argv)
+  run_config(a.config, a.overrides)     # a mistake: one line here, not in a worker
   if a.summarize:
     print(json.dumps(summarize(saved_rows(a.summarize)), indent=2))
     return 0
@@ -129,7 +140,8 @@ def main(argv=None) -> int:
   if a.processes < 1 or a.processes > cores or (a.processes > 1 and a.threads == 1):
     raise BenchError(f"--processes must be 1..{cores} (the cores this process may use), and "
                      f"1 with --threads 1; got {a.processes}")
-  odd = [s for s in shapes if shape_config(s).train.batch_size % a.processes]
+  odd = [s for s in shapes
+         if shape_config(s, a.config, a.overrides).train.batch_size % a.processes]
   if odd:
     raise BenchError(f"--processes {a.processes} must divide the batch of shape(s) "
                      f"{', '.join(odd)}")
@@ -145,22 +157,23 @@ def main(argv=None) -> int:
         f"project: {project_side}; peer: threads {a.threads or os.cpu_count()}", flush=True)
   if a.donation:
     for shape in shapes:
-      cfg = shape_config(shape)
+      cfg = shape_config(shape, a.config, a.overrides)
       print(json.dumps(dict(shape=shape, memory=[step_memory(cfg, d) for d in (False, True)])),
             flush=True)
   use_persistent_compilation_cache()          # the workers share it (they inherit the variable)
+  same_config = config_argv(a.config, a.overrides)
   rows, breakdowns = [], []
   for shape in shapes:
     # A one-shot worker first (with the breakdown: the profiler stays out of the timed ones):
     # it puts the step in the compilation cache, which the timed project worker loads it from.
     row = dict(project_row(shape, 1 if a.no_breakdown else a.steps, a.threads,
-                           breakdown_=not a.no_breakdown), side="breakdown")
+                           breakdown_=not a.no_breakdown, extra=same_config), side="breakdown")
     if not a.no_breakdown:
       breakdowns.append(row)
       print(json.dumps(row), flush=True)
     if a.plain_dots:              # its own program in the cache too: not a cold worker
-      project_row(shape, 1, a.threads, extra=["--plain-dots"])
-    cfg = shape_config(shape)
+      project_row(shape, 1, a.threads, extra=["--plain-dots", *same_config])
+    cfg = shape_config(shape, a.config, a.overrides)
     tokens = cfg.train.batch_size * cfg.data.seq_len
     started = []
     try:

@@ -12,9 +12,9 @@ import tempfile
 import jax
 import orbax.checkpoint as ocp
 
+from hybrid_jax.bench import run_config
 from hybrid_jax.bench.profile import op_time_by_group
 from hybrid_jax.bench.timing import median_seconds
-from hybrid_jax.configs.default import get_config
 from hybrid_jax.data import make_source
 from hybrid_jax.model.flops import model_flops_per_token
 from hybrid_jax.resolve import resolve
@@ -37,13 +37,15 @@ SHAPES = {
 }
 
 
-def shape_config(name: str):
-  """The resolved config of a named shape."""
-  c = get_config()
-  for key, value in SHAPES[name].items():
-    section, field = key.split(".")
-    c[section][field] = value
-  return resolve(c)
+def shape_config(name: str, path=None, argv=()):
+  """The resolved config of a named shape: ``--config FILE``'s (``path``; default: the toy
+  default) with the shape's keys set, then the ``--config.KEY=VALUE`` overrides ``argv``."""
+
+  def shape(c):
+    for key, value in SHAPES[name].items():
+      section, field = key.split(".")
+      c[section][field] = value
+  return resolve(run_config(path, argv, setup=shape))
 
 
 def make_step(cfg, donate: bool = True, mesh=None):

@@ -29,8 +29,13 @@ WORKER_MODULE = "hybrid_jax.bench.train"      # its ``--worker`` runs ``worker``
 
 
 def project_command(shape: str, *flags: str) -> list[str]:
-  """The command of a project worker timing ``shape``."""
+  """The command of a project worker timing ``shape`` (``flags`` may hold ``config_argv``)."""
   return [sys.executable, "-m", WORKER_MODULE, "--worker", "--shape", shape, *flags]
+
+
+def config_argv(path, argv) -> list[str]:
+  """``--config FILE`` and the overrides again, for a worker to build the same config."""
+  return (["--config", path] if path else []) + list(argv)
 
 
 def peer_args(cfg) -> list[str]:
@@ -84,12 +89,13 @@ def worker(argv) -> dict:
   p.add_argument("--serve", action="store_true")
   p.add_argument("--cold", action="store_true")
   p.add_argument("--plain-dots", action="store_true")
-  a = p.parse_args(argv)
+  p.add_argument("--config", default=None)
+  a, overrides = p.parse_known_args(argv)
   cpu_matmul.set_fast_form(not a.plain_dots)  # before anything is traced
   if a.cold:                                  # compiled here, as a config's first run is
     jax.config.update("jax_enable_compilation_cache", False)
   processes = distributed.initialize()        # --processes: joined from the environment
-  cfg = shape_config(a.shape)
+  cfg = shape_config(a.shape, a.config, overrides)
   mesh = sharding.make_mesh(cfg.mesh) if processes > 1 else None
   variant = "-no-donate" if a.no_donate else "-plain-dots" if a.plain_dots else ""
   row = dict(side="project" + variant, shape=a.shape,

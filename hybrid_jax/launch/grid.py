@@ -17,7 +17,6 @@ submissions and the same point always lands in the same run directory.
 
 import copy
 import dataclasses
-import importlib.util
 import itertools
 import re
 from pathlib import Path
@@ -82,39 +81,33 @@ def run_name(point: Point, keys: list[str]) -> str:
   return ",".join(f"{_short(k, keys)}={_fmt(point[k])}" for k in keys if k in point) or "base"
 
 
+def _wrong_type(value, field_type, error) -> str:
+  return f"{type(value).__name__}; the field takes {field_type.__name__}"
+
+
 def apply(base: ml_collections.ConfigDict, point: Point) -> ml_collections.ConfigDict:
-  """A copy of ``base`` with the point's overrides (and extra overrides) applied."""
+  """A copy of ``base`` with the point's overrides (and extra overrides) applied: its values
+  are set as given, so a sweep's string ``"None"`` stays a string (the CLI's text
+  overrides are read against each field: ``hybrid_jax.overrides.apply``)."""
   cfg = copy.deepcopy(base)         # keeps field types and placeholders (to_dict would not)
   for key, value in point.items():
-    *parents, leaf = key.split(".")
-    node = cfg
-    for p in parents:
-      if p not in node:
-        raise SweepError(f"config.{key}: unknown key")
-      node = node[p]
-    if leaf not in node:
-      raise SweepError(f"config.{key}: unknown key")
-    try:
-      node[leaf] = value
-    except TypeError:
-      raise SweepError(f"config.{key}: {value!r} has the wrong type "
-                       f"({type(value).__name__}; the field takes {node.get_ref(leaf).get_type().__name__})") from None
+    config_overrides.set_key(cfg, key, value, SweepError, unknown="unknown key",
+                             wrong_type=_wrong_type)
   return cfg
+
+
+def _import_failed(path: Path, e: Exception) -> SweepError:
+  if isinstance(e, SyntaxError):
+    return SweepError(f"{path}: syntax error at line {e.lineno}: {e.msg}")
+  return SweepError(f"{path}: cannot import: {type(e).__name__}: {e}".splitlines()[0])
 
 
 def load_sweep(path) -> Sweep:
   """Import a sweep file and call its ``get_sweep()``; any failure is one SweepError line."""
   path = Path(path)
-  if not path.is_file():
-    raise SweepError(f"sweep file {path} does not exist or is not a file")
-  try:
-    spec = importlib.util.spec_from_file_location(f"_sweep_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-  except SyntaxError as e:
-    raise SweepError(f"{path}: syntax error at line {e.lineno}: {e.msg}") from None
-  except Exception as e:
-    raise SweepError(f"{path}: cannot import: {type(e).__name__}: {e}".splitlines()[0]) from None
+  module = config_overrides.import_file(
+      path, "sweep", SweepError(f"sweep file {path} does not exist or is not a file"),
+      lambda e: _import_failed(path, e))
   if not hasattr(module, "get_sweep"):
     raise SweepError(f"{path}: defines no get_sweep()")
   try:
