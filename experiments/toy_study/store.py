@@ -21,6 +21,7 @@ TOY_STUDY = DATA / "toy_study"          # the four findings' runs (they share th
 CALIBRATION = DATA / "calibration"      # the calibration runs of experiments/README.md
 PAPER_MIX = DATA / "paper_mix"          # the paper-faithful data option's runs
 CONFIRMATORY = DATA / "confirmatory"    # issue 47's fresh seeds, trained after their rules
+CONFIRMATORY_RETRIEVING = DATA / "confirmatory_retrieving"   # its second part: finding 2 on models that retrieve
 RUN_FILES = ("config.json", "status.json", "metrics.jsonl", "eval.jsonl")
 
 
@@ -74,7 +75,8 @@ STATE_END = "<!-- end of the generated store state -->"
 SWEEPS = {"toy_study": ("all_findings.py",),                    # each folder's runs: these sweeps
           "calibration": ("calibration/sweep.py", "calibration/convergence.py"),
           "paper_mix": ("paper_mix/sweep.py",),
-          "confirmatory": ("confirmatory/sweep.py",)}
+          "confirmatory": ("confirmatory/sweep.py",),
+          "confirmatory_retrieving": ("confirmatory_retrieving/sweep.py",)}
 
 
 def sweep_run_names(sweep_file: Path) -> list[str]:
