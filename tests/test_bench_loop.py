@@ -18,7 +18,7 @@ def _metrics(workdir, intervals, per_step):
 
 
 def test_the_loop_median_leaves_out_a_save_interval_and_its_span_counts_it(tmp_path):
-  cfg = bench_loop._toy(50)
+  cfg = bench_loop._toy(argparse.Namespace(config=None, overrides=[]), 50)
   per_step = cfg.train.batch_size * cfg.data.seq_len
   _metrics(tmp_path / "run", [1.0, 1.0, 3.0, 1.0, 1.0], per_step)
   median, span = bench_loop._loop_tps(tmp_path / "run", cfg)
@@ -44,3 +44,16 @@ def test_overhead_alternates_which_side_runs_first(tmp_path, monkeypatch):
   assert calls == ["loop", "bare", "bare", "loop", "loop", "bare"]
   assert row["rounds"] == [0.98] * 3 and row["ratio"] == row["ratio_span"] == 0.98
   assert row["meets"] is True
+
+
+def test_bench_loop_trains_the_config_file_with_its_overrides_but_keeps_its_own_steps():
+  import pytest
+  from hybrid_jax.bench import BenchError
+  args, args.overrides = bench_loop._parser().parse_known_args(
+      ["--config", "experiments/toy_study/config.py", "--config.model.window=8",
+       "--config.train.steps=7", "--parts", "overhead"])
+  cfg = bench_loop._toy(args, 30, every=1)
+  assert cfg.model.pattern == "F" and cfg.model.window == 8 and cfg.data.seq_len == 64
+  assert cfg.train.steps == 30 and cfg.checkpoint.every == 1      # what the bench compares
+  with pytest.raises(BenchError, match="config.model.windw: unknown config key"):
+    bench_loop.main(["--config.model.windw=8", "--parts", "overhead"])

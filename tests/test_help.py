@@ -18,7 +18,8 @@ from hybrid_jax.commands import plot as plot_cli
 MODES = [("bench", "data", "--config", "CONFIG_FILE")]
 # Commands that take --config.KEY=VALUE overrides (hybrid_jax.overrides).
 TAKE_OVERRIDES = {("train",), ("eval",), ("plan",), ("sweep", "plan"), ("sweep", "submit"),
-                  ("bench", "data"), MODES[0]}
+                  ("bench", "data"), ("bench", "loop"), ("bench", "train"), ("bench", "eval"),
+                  ("bench", "mesh"), MODES[0]}
 OVERRIDES_USAGE = re.compile(r"\[--config\.(\w+\.)*KEY=VALUE \.\.\.\]")
 # Defaults that tell a reader nothing: the help must say what an absent value means.
 BLANK_DEFAULT = re.compile(r"\(default: (None|\[\]|)\)")

@@ -22,13 +22,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from hybrid_jax.cli_args import ArgumentParser
+from hybrid_jax import overrides
+from hybrid_jax.cli_args import ArgumentParser, usage
 
 PARTS = ("cadence", "blocking", "overhead")
 
 
+PROG = "hybrid-jax bench loop"
+
+
 def _parser():
-  p = ArgumentParser(prog="hybrid-jax bench loop", description=__doc__.strip())
+  from hybrid_jax.bench import add_config
+  p = ArgumentParser(prog=PROG, description=__doc__.strip(), usage=usage(
+      PROG, "[--config FILE]", overrides.USAGE, "[--parts PARTS]", "[--steps N]", "[--rounds N]",
+      "[--saves N]", "[--json FILE]"))
+  add_config(p, "the toy default, hybrid_jax/configs/default.py; cadence and overhead train "
+                "it, blocking saves the S1 model's state whatever the config")
   p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
   p.add_argument("--steps", type=int, default=120, help="training steps per toy run")
   p.add_argument("--rounds", type=int, default=2, help="runs per variant, alternated")
@@ -37,10 +46,13 @@ def _parser():
   return p
 
 
-def _toy(steps, **checkpoint):
-  from hybrid_jax.configs.default import get_config
-  c = get_config()
-  c.train.tokens, c.train.steps = None, steps
+def _toy(args, steps, **checkpoint):
+  """The config cadence and overhead train: ``--config`` with its overrides, then the
+  bench's own steps and checkpoint variant (last, so an override cannot change what the
+  bench compares)."""
+  from hybrid_jax.bench import run_config
+  c = run_config(getattr(args, "config", None), getattr(args, "overrides", []))
+  c.train.tokens, c.train.tokens_per_param, c.train.steps = None, None, steps
   for k, v in checkpoint.items():
     c.checkpoint[k] = v
   return c
@@ -62,7 +74,7 @@ def cadence(args, tmp) -> list[dict]:
   skipped = {k: [] for k in variants}
   for r in range(args.rounds):
     for name, ck in variants.items():
-      cfg = resolve(_toy(args.steps, **ck))
+      cfg = resolve(_toy(args, args.steps, **ck))
       workdir = Path(tmp) / f"{name.replace(' ', '_').replace(',', '')}_{r}"
       said = io.StringIO()
       with contextlib.redirect_stderr(said):     # the loop's count of skipped rolling saves
@@ -153,7 +165,7 @@ def _bare_tps(cfg, steps) -> float:
 def overhead(args, tmp) -> list[dict]:
   from hybrid_jax.resolve import resolve
   from hybrid_jax.train import loop
-  cfg = resolve(_toy(args.steps))
+  cfg = resolve(_toy(args, args.steps))
   loop_tps, loop_span, bare_tps = [], [], []
   for r in range(args.rounds):
     def run_loop(r=r):
@@ -177,8 +189,9 @@ def overhead(args, tmp) -> list[dict]:
 
 
 def main(argv=None) -> list[dict]:
-  from hybrid_jax.bench import BenchError
-  args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+  from hybrid_jax.bench import BenchError, run_config
+  args, args.overrides = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+  run_config(args.config, args.overrides)       # a mistake: one line before anything runs
   parts = args.parts.split(",")
   if unknown := [p for p in parts if p not in PARTS]:
     raise BenchError(f"--parts: unknown {', '.join(unknown)} (known: {', '.join(PARTS)})")
