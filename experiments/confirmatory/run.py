@@ -172,6 +172,11 @@ def exploratory_verdict(finding, key) -> str:
   return "-"
 
 
+SECOND_PART = (
+    "Second part, on models that retrieve (GF and SF w=8, fresh seeds 200-206, its own rules "
+    "committed before them): `experiments/confirmatory_retrieving/REPORT.md`, counted there, "
+    "not here.")
+
 PER_SEED_DOC = (
     "The measures behind the claims, per arm and seed (descriptive: no verdict reads this "
     "table). Tokens in millions; '>' the budget when the threshold was never reached; "
@@ -226,6 +231,8 @@ def report(results, groups) -> str:
                                    [[r.claim.key, r.claim.role, f"{fmt(r.effect)} [{fmt(r.lo)}, {fmt(r.hi)}]",
                                      fmt_p(r), r.n, f"**{r.verdict}**", r.note] for r in rs]), "",
               "Exploratory (seeds 0-2, rules written after their data; not counted): " + "; ".join(R.EXPLORATORY) + "."]
+    if finding == "full_attention":
+      lines += ["", SECOND_PART]
     summary += [[finding, r.claim.key, r.claim.role, f"{fmt(r.effect)} [{fmt(r.lo)}, {fmt(r.hi)}]",
                  r.n, r.verdict, exploratory_verdict(finding, r.claim.key)] for r in rs]
   lines += ["", "## Every seed", "", PER_SEED_DOC, "", per_seed_table(groups)]
