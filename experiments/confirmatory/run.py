@@ -201,6 +201,13 @@ def per_seed_table(groups) -> str:
                                "short loss"], rows)
 
 
+def commit_lines(commits: dict, data) -> list[str]:
+  """The rule files' last commits and the data's first, one line each (``check_reports``
+  masks exactly these lines in a shallow clone)."""
+  return ([f"- `{f}`: {h[:12] if h else 'uncommitted'}" for f, h in commits["rules"].items()]
+          + [f"- data `{store.display(data)}`: {commits['data'][:12] if commits['data'] else 'not yet committed'}"])
+
+
 def report(results, groups) -> str:
   c = ancestry.commits()
   seeds = ", ".join(str(s) for s in P.SEEDS)
@@ -211,9 +218,8 @@ def report(results, groups) -> str:
            "shared `protocol.py` and `arms.py`; their last commits, and the first commit of the "
            "data (tests/test_confirmatory.py fails when the data's does not descend from every "
            "rule file's):", ""]
-  lines += [f"- `{f}`: {h[:12] if h else 'uncommitted'}" for f, h in c["rules"].items()]
-  lines += [f"- data `{store.display(STORE)}`: {c['data'][:12] if c['data'] else 'not yet committed'}", "",
-            f"Seeds: {seeds} (fresh: the exploratory study used 0-2), one run per arm and "
+  lines += commit_lines(c, STORE) + [
+            "", f"Seeds: {seeds} (fresh: the exploratory study used 0-2), one run per arm and "
             f"seed; arms: {', '.join(f'{a.label} ({len(groups[a.label])} runs)' for a in A.ARMS)}.", "",
             "## Verdict rule", "", P.RULE, "", "Tests:", ""]
   lines += [f"- **{k}**: {v}" for k, v in P.TESTS.items()]

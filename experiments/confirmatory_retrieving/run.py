@@ -104,9 +104,8 @@ def report(results, groups) -> str:
            "Rules and the files the verdicts depend on, with their last commits, and the first "
            "commit of the data (tests/test_confirmatory_retrieving.py fails when the data's does "
            "not descend from every one of them):", ""]
-  lines += [f"- `{f}`: {h[:12] if h else 'uncommitted'}" for f, h in c["rules"].items()]
-  lines += [f"- data `{store.display(STORE)}`: {c['data'][:12] if c['data'] else 'not yet committed'}", "",
-            f"Seeds: {', '.join(str(s) for s in R.SEEDS)} (fresh), one run per arm and seed; "
+  lines += first.commit_lines(c, STORE) + [
+            "", f"Seeds: {', '.join(str(s) for s in R.SEEDS)} (fresh), one run per arm and seed; "
             f"arms: {', '.join(f'{k} ({len(v)} runs)' for k, v in groups.items())}; toy-xs at "
             f"{P.BUDGET:g} N, as the first set.", "",
             R.__doc__.strip(), "", "## Verdict rule", "", P.RULE, "",
