@@ -28,6 +28,7 @@ from experiments.toy_study import measures as M
 from experiments.toy_study import runner, store, study
 from experiments.toy_study import verdicts as V
 from hybrid_jax.analysis import scaling as S
+from hybrid_jax.analysis.scaling import fitting
 from hybrid_jax.run import architecture_label
 
 FAR = study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
@@ -39,6 +40,7 @@ THRESHOLD = 0.25               # far accuracy taken as "emerged" (chance 1/64)
 ALPHA_BOUNDS = (0.0, 1.5)      # the paper's (0.2, 0.3) is for 15M-477M models; toys are freer
 BETA_BOUNDS = (0.0, 2.0)
 FIT_STARTS = None              # every start of the fit's multi-start grid
+FIT_RESAMPLES = 200            # fit-scaling's bootstrap, as `hybrid-jax fit-scaling` runs it (--bootstrap 200)
 DEPTHS = {d: study.mean_of(f"retrieval_acc/kv_recall/64/d{d:.2f}") for d in T.EVAL_DEPTHS}
 CONVERGED = 0.5                # final gap / peak gap below this counts as converging
 FIT_ERROR = 5.0                # % held-out mean absolute error a usable fit stays below
@@ -51,7 +53,8 @@ CLAIMS = (
             "peak over training", CONVERGED, "below"),
     V.Claim("fit", "L(N, D) = b N^-alpha + c D^-beta predicts a larger size",
             "held-out size's final short loss (filler tokens), mean absolute error of the worst "
-            "architecture's fit, % of the loss", FIT_ERROR, "below"),
+            "architecture's fit, % of the loss; interval: fit-scaling's bootstrap of the fitted "
+            "runs, the worst architecture picked in every resample", FIT_ERROR, "below"),
     V.Claim("emergence speed by distance", "the design changes how fast long-context ability "
             "emerges", f"as emergence speed, with far acc by distance (bins d >= {BEYOND})",
             1.0, "above"),
@@ -61,9 +64,14 @@ CLAIMS = (
 # The speed and convergence claims as first judged, over the scaling grid's five architectures.
 OLD_FIVE = tuple(dataclasses.replace(c, key=f"{c.key}, the five") for c in
                  (CLAIMS[0], CLAIMS[1], CLAIMS[3], CLAIMS[4]))
-# The claim as first stated (issue 18 changed its metric), judged by the same rule.
+# The claim as first stated (issue 18 changed its metric), judged as it was then (point value).
 OLD_FIT = V.Claim("fit, all tokens", CLAIMS[2].paper, "as fit, on the short loss over every "
                   "token (the old `short_loss`)", FIT_ERROR, "below")
+# The fit claim as first judged (issue 47): on the point value, an "interval" of one value,
+# since the grid has one run per (size, budget) cell. Superseded by fit-scaling's bootstrap;
+# printed with its verdict under Changed metrics.
+POINT_FIT = dataclasses.replace(CLAIMS[2], key="fit, point value (superseded)", effect=(
+    "as fit, the interval the point value itself (one run per cell)"))
 METRICS = [
     ("far acc", "kv_recall accuracy at T = 64, depths 0 and 0.25 (distance 43-61, beyond every "
      "window), 32 examples a depth, every 100 steps"),
@@ -82,7 +90,10 @@ METRICS = [
     ("gap", "max - min over the architectures of their mean far acc (and far acc by "
      "distance), per evaluated step and at the end of each budget's own run"),
     ("fit", f"alpha, beta (bounds {ALPHA_BOUNDS}, {BETA_BOUNDS}), R^2 on the fitted sizes, "
-     "held-out RMSE / MAE, of the filler-token short loss (and, as before, of the all-token one)"),
+     "held-out RMSE / MAE, of the filler-token short loss (and, as before, of the all-token one); "
+     "of the filler-token fit, alpha, beta and the held-out MAE with the 95% interval of "
+     f"fit-scaling's bootstrap (`hybrid_jax.analysis.scaling.bootstrap`, {FIT_RESAMPLES} "
+     "resamples of the fitted runs, each refit)"),
     ("best final far acc per size", "the best architecture's final far acc at each size (30 N, seed 0)"),
 ]
 
@@ -100,7 +111,8 @@ def main(argv=None):
   seeds, cells = build(inv, runner.stored_runs(inv), "store")
   emergence_png = draw_emergence(seeds, cells, inv.out)
   emergence = analyse_emergence(seeds, cells)
-  fits = {name: fit_laws(seeds, cells, loss) for name, loss in FITS.items()}
+  fits = {name: fit_laws(seeds, cells, loss, bootstrap=name in BOOTSTRAPPED)
+          for name, loss in FITS.items()}
   shown = "filler" if fits["filler"] else "all"
   fit_png = draw_fit(fits[shown], inv.out, FIT_LABELS[shown])
   write(inv, seeds, cells, emergence, emergence_png, fits, fit_png)
@@ -244,14 +256,16 @@ def analyse_emergence(seeds, cells) -> dict:
 
 
 FITS = {"filler": M.short_filler, "all": M.short_all}     # the fit's target, now and before
+BOOTSTRAPPED = ("filler",)     # the fit claim's target; the all-token fit stays as first judged
 FIT_LABELS = {"filler": "final short loss, filler tokens",
               "all": "final short loss, every token (filler loss not measured)"}
 
 
-def fit_laws(seeds, cells, loss) -> list:
+def fit_laws(seeds, cells, loss, bootstrap: bool = True) -> list:
   """Scaling-law fit of ``loss`` (a record's final value) per architecture, largest size held
-  out: per architecture (table row, the fit, its points, the fitted-size mask); [] when a
-  cell's records lack ``loss`` (not measured)."""
+  out: per architecture (table row, the fit, its points, the fitted-size mask, its bootstrap
+  (``fit_bootstrap``; None without ``bootstrap``)); [] when a cell's records lack ``loss``
+  (not measured)."""
   out = []
   for a in scaling_archs(cells):
     pts = [(r.n, r.curve[-1]["tokens"], loss(r.curve[-1]))
@@ -261,18 +275,56 @@ def fit_laws(seeds, cells, loss) -> list:
     n, d, y = (np.array(v, float) for v in zip(*pts))
     points = S.Points(n, d, y, "short_loss")
     train = n != n.max()
-    fitted = S.fit(S.Points(n[train], d[train], y[train], "short_loss"),
-                   alpha_bounds=ALPHA_BOUNDS, beta_bounds=BETA_BOUNDS, max_starts=FIT_STARTS)
+    fitted_points = S.Points(n[train], d[train], y[train], "short_loss")
+    fitted = S.fit(fitted_points, alpha_bounds=ALPHA_BOUNDS, beta_bounds=BETA_BOUNDS,
+                   max_starts=FIT_STARTS)
     tr, ho = S.scores(fitted, points, train), S.scores(fitted, points, ~train)
-    row = [a, f"{fitted.alpha:.3f}", f"{fitted.beta:.3f}", f"{tr['r2']:.3f}",
-           f"{ho['rmse']:.4f}", f"{ho['mae']:.4f}", f"{100 * ho['mae'] / y[~train].mean():.1f}%"]
-    out.append((row, fitted, (n, d, y), train))
+    boot = dict(fit_bootstrap(fitted_points, fitted,
+                              S.Points(n[~train], d[~train], y[~train], "short_loss")),
+                point=_mae_pct(ho, y[~train])) if bootstrap else None
+    ci = lambda name: f" [{boot[name][0]:.3f}, {boot[name][1]:.3f}]" if boot else ""  # noqa: E731
+    row = [a, f"{fitted.alpha:.3f}{ci('alpha')}", f"{fitted.beta:.3f}{ci('beta')}",
+           f"{tr['r2']:.3f}", f"{ho['rmse']:.4f}", f"{ho['mae']:.4f}", f"{_mae_pct(ho, y[~train]):.1f}%"]
+    out.append((row, fitted, (n, d, y), train, boot))
   return out
+
+
+def _mae_pct(scores: dict, held_y) -> float:
+  return 100 * scores["mae"] / held_y.mean()
+
+
+def fit_bootstrap(fitted_points, fitted, held) -> dict:
+  """fit-scaling's own bootstrap of a fit (``hybrid_jax.analysis.scaling.bootstrap``, called as
+  `hybrid-jax fit-scaling` calls it: ``FIT_RESAMPLES`` resamplings of the fitted points with
+  replacement, each refit) with every refit kept: the library returns the intervals of alpha
+  and beta only, so its refits are recorded as it makes them, and each one's held-out error
+  (``held``: the held-out size's points) is scored here. Returns the library's dict plus
+  ``draws`` (each refit's resample, as indices into the fitted points) and ``mae_pct`` (each
+  refit's held-out MAE, % of the held-out loss)."""
+  refits, library_fit = [], fitting.fit
+  index = {(n, d): i for i, (n, d) in enumerate(zip(fitted_points.n, fitted_points.d))}
+
+  def recorded(points, **kwargs):
+    f = library_fit(points, **kwargs)
+    refits.append((tuple(index[nd] for nd in zip(points.n, points.d)), f))
+    return f
+
+  fitting.fit = recorded              # the name the library's bootstrap calls its refits by
+  try:
+    boot = S.bootstrap(fitted_points, fitted, resamples=FIT_RESAMPLES,
+                       alpha_bounds=ALPHA_BOUNDS, beta_bounds=BETA_BOUNDS)
+  finally:
+    fitting.fit = library_fit
+  if len(refits) != boot["resamples"]:
+    raise RuntimeError(f"fit-scaling's bootstrap made {boot['resamples']} refits, "
+                       f"{len(refits)} were recorded")
+  return dict(boot, draws=[i for i, _ in refits],
+              mae_pct=np.array([_mae_pct(S.scores(f, held), held.y) for _, f in refits]))
 
 
 def draw_fit(fits, out, ylabel) -> str:
   fig, axes = runner.subplots(1, len(fits), figsize=(4.2 * len(fits), 3.8), sharey=True)
-  for ax, (row, fitted, (n, d, y), _) in zip(axes, fits):
+  for ax, (row, fitted, (n, d, y), *_) in zip(axes, fits):
     a, held = row[0], n.max()
     for size_n in sorted(set(n)):
       m = n == size_n
@@ -292,9 +344,26 @@ def fit_table(fits) -> str:
     return (f"Fit of the filler-token short loss: {M.NOT_MEASURED} (the stored eval records "
             "predate `short_loss_all`; their `short_loss` is the all-token mean, fitted under "
             "Changed metrics).")
+  ci = " [95% bootstrap]" if fits[0][-1] is not None else ""
   return study.markdown_table(
-      ["architecture", "alpha", "beta", "R^2 (fitted sizes)", "held-out RMSE", "held-out MAE",
-       "held-out MAE / loss"], [row for row, *_ in fits])
+      ["architecture", f"alpha{ci}", f"beta{ci}", "R^2 (fitted sizes)", "held-out RMSE",
+       "held-out MAE", "held-out MAE / loss"], [row for row, *_ in fits]) + _on_bounds(fits)
+
+
+def _on_bounds(fits) -> str:
+  """A sentence naming the bootstrap interval ends that sit on a bound of the fit (refits
+  stopped there, not at a minimum: fit-scaling says ON ITS BOUND of such a fit); "" if none."""
+  ends = []
+  for row, *_, boot in fits:
+    for name, bounds in (("alpha", ALPHA_BOUNDS), ("beta", BETA_BOUNDS)):
+      for side, value in zip(("lower", "upper"), boot[name] if boot else ()):
+        if S.on_bound(value, bounds) is not None:
+          ends.append(f"{row[0]} {name}'s {side} end")
+  if not ends:
+    return ""
+  return ("\n\nInterval ends on a bound of the fit (at least 2.5% of the refits stopped at the "
+          f"bound, not at a minimum: with wider bounds the interval may reach further): "
+          f"{', '.join(ends)}.")
 
 
 def write(inv, seeds, cells, emergence, emergence_png, fits, fit_png):
@@ -340,8 +409,13 @@ eval records predate the metric.""",
 L(N, D) = b N^-alpha + c D^-beta, the paper's form (Huber on log loss, L-BFGS-B multi-start,
 `hybrid_jax.analysis.scaling`, the fit of `hybrid-jax fit-scaling`), of the final held-out
 loss over filler tokens (`short_loss`), fitted on toy-3xs and toy-2xs, predicting toy-xs;
-alpha bounded to {ALPHA_BOUNDS}, beta to {BETA_BOUNDS}. One run per (size, budget) cell: the
-fit's numbers are point values, without an interval. The figure shows the {FIT_LABELS[
+alpha bounded to {ALPHA_BOUNDS}, beta to {BETA_BOUNDS}. One run per (size, budget) cell, so
+there are no seeds to resample: the intervals (of alpha, beta, and of the fit claim's held-out
+error) are fit-scaling's own bootstrap (`hybrid_jax.analysis.scaling.bootstrap`, as
+`hybrid-jax fit-scaling --bootstrap {FIT_RESAMPLES}` runs it): {FIT_RESAMPLES} resamplings with
+replacement of an architecture's fitted runs (two sizes x four budgets), each refit, its
+percentile interval. They measure how far the fit moves with the runs it is fitted on; the
+held-out size's runs are taken as measured. The figure shows the {FIT_LABELS[
 "filler" if fits["filler"] else "all"]}.""", f"![fit]({fit_png})", fit_table(fits["filler"]))
   report.add(V.verdicts_section(_judge(e, fits["filler"])))
   report.section("Changed metrics", f"""\
@@ -349,7 +423,7 @@ fit's numbers are point values, without an interval. The figure shows the {FIT_L
   retrieval answer tokens included. `hybrid-jax eval` now writes it over filler tokens only,
   the answer tokens' loss apart (`short_answer_loss`) and the old definition as
   `short_loss_all`. The fit (and the "fit" claim) now uses the filler loss; the fit of the old
-  all-token loss follows, judged by the same rule.
+  all-token loss follows, its claim judged by the rule of the time (on its point value).
 - **architectures compared**: the emergence-speed and convergence claims were first judged
   over the scaling grid's five architectures (F, SF w=4/16/32, LF, with LF at one seed); they
   are now judged over nine (MF, GF, SSSF, H added, all at three seeds). The five's verdicts,
@@ -358,11 +432,17 @@ fit's numbers are point values, without an interval. The figure shows the {FIT_L
   its distance. Per-distance bins are now measured; "far acc by distance" pools the bins
   wholly beyond every window (d >= {BEYOND}) over every depth, and the emergence-speed and
   convergence claims are judged on it too ("... by distance"), beside the old ones, which are
-  kept as they were.""",
+  kept as they were.
+- **fit interval**: the fit claim was first judged on its point value, an "interval" of one
+  value (one run per cell, so the seed bootstrap had nothing to resample). It is now judged
+  on fit-scaling's own bootstrap of the fitted runs (issue 47); its point-value verdict,
+  superseded, follows the all-token fit, which stays as first judged (on its point value).""",
                  "The speed and convergence claims over the scaling grid's five architectures (as first judged):",
                  _judged_on_the_grid_five(e),
-                 "The fit of the all-token loss (the old target), and its claim judged by the same rule:",
-                 fit_table(fits["all"]), _old_fit(fits["all"]))
+                 "The fit of the all-token loss (the old target), and its claim as first judged:",
+                 fit_table(fits["all"]), _old_fit(fits["all"]),
+                 "The fit claim as first judged, on its point value (superseded by the "
+                 "bootstrap interval):", _superseded_fit(fits))
   report.section("What the evaluation provides, and what it still does not", f"""\
 - Provided (`hybrid-jax eval`): the short loss on filler tokens (`short_loss`), the answer
   tokens' loss (`short_answer_loss`), the all-token mean (`short_loss_all`); accuracy per
@@ -424,7 +504,31 @@ def _speed_and_convergence(e, key: str, n_key: str, claims, archs=None) -> list:
 
 
 def _fit_judged(claim, fits, what: str):
-  """The fit claim: the worst architecture's held-out error (a point value)."""
+  """The fit claim: the worst architecture's held-out error, with the percentile interval of
+  fit-scaling's bootstrap, the worst architecture picked within every resample (the same
+  resamples of the cells for every architecture)."""
+  if not fits:
+    return V.judge(claim, B.Interval(np.nan, np.nan, np.nan, 0),
+                   f"{M.NOT_MEASURED}: the stored eval records predate the filler-token loss.")
+  boots = {row[0]: boot for row, *_, boot in fits}
+  draws = next(iter(boots.values()))["draws"]
+  if any(b["draws"] != draws for b in boots.values()):
+    raise RuntimeError("fit-scaling's bootstrap drew different resamples for different architectures")
+  worst = max(boots, key=lambda a: boots[a]["point"])
+  worst_B = np.max([b["mae_pct"] for b in boots.values()], axis=0)
+  level = boots[worst]["level"]
+  lo, hi = np.percentile(worst_B, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+  return V.judge(claim, B.Interval(boots[worst]["point"], float(lo), float(hi), 1),
+                 f"Worst architecture: {worst} ({what}). Interval: fit-scaling's bootstrap, "
+                 f"{len(draws)} resamples of {FIT_RESAMPLES} (the library skips those that cannot "
+                 "separate N from D), the same resampled cells for every architecture, the worst "
+                 "architecture's held-out error taken in each; two fitted sizes are few for a law "
+                 "of four parameters.", fmt=lambda x: f"{x:.1f}%")
+
+
+def _point_fit_judged(claim, fits, what: str):
+  """The fit claim as first judged (superseded): the worst architecture's held-out error,
+  a point value."""
   if not fits:
     return V.judge(claim, B.Interval(np.nan, np.nan, np.nan, 0),
                    f"{M.NOT_MEASURED}: the stored eval records predate the filler-token loss.")
@@ -456,12 +560,24 @@ def _judged_on_the_grid_five(e) -> str:
 
 
 def _old_fit(fits) -> str:
-  """The fit claim on the old all-token loss, judged by the same rule."""
-  j = _fit_judged(OLD_FIT, fits, "every token")
+  """The fit claim on the old all-token loss, as first judged (on its point value: the
+  superseded metric is kept as it was, not bootstrapped)."""
+  j = _point_fit_judged(OLD_FIT, fits, "every token")
   return study.markdown_table(
       ["claim, old metric", "estimate", "paper's side", "verdict"],
       [[j.claim.effect, j.interval.fmt(j.fmt), j.claim.rule(), f"**{j.verdict}**"]]) + \
       f"\n\n{j.note}"
+
+
+def _superseded_fit(fits) -> str:
+  """The fit claim as first judged: on the point value (issue 47 replaced that interval of
+  one value by fit-scaling's bootstrap)."""
+  judged = [_point_fit_judged(POINT_FIT, fits["filler"], "filler tokens")]
+  return study.markdown_table(
+      ["claim, superseded", "estimate", "paper's side", "verdict"],
+      [[j.claim.key, j.interval.fmt(j.fmt) if j.fmt else str(j.interval), j.claim.rule(),
+        f"**{j.verdict}**"] for j in judged]) + \
+      "\n\n" + "\n".join(f"- {j.claim.key}: {j.note}" for j in judged)
 
 
 if __name__ == "__main__":
