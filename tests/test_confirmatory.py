@@ -205,3 +205,28 @@ def test_check_reports_compares_the_report_without_commit_lines_only_in_a_shallo
     out = C.report_differences("confirmatory", tmp_path / "store", committed, rounded=rounded)
     assert bool(out) != shallow, out
     assert (C.SHALLOW in " ".join(rounded)) == shallow
+
+
+def test_all_findings_runs_the_confirmatory_set_through_its_runner(monkeypatch):
+  """``python -m experiments.all_findings --confirmatory [options]`` is the confirmatory
+  runner's main on the other options (nothing trains here: the runner is replaced); without
+  ``--confirmatory`` it is a usage error, and the file is still the exploratory sweep."""
+  from pathlib import Path
+
+  from experiments import all_findings
+  from experiments.confirmatory import run as confirmatory
+  called = []
+  monkeypatch.setattr(confirmatory, "main", lambda argv=None: called.append(argv))
+  all_findings.main(["--confirmatory", "--root", "runs/c", "--parallel", "2"])
+  all_findings.main(["--root", "elsewhere", "--confirmatory", "--report-only"])
+  assert called == [["--root", "runs/c", "--parallel", "2"], ["--root", "elsewhere", "--report-only"]]
+  with pytest.raises(SystemExit) as e:
+    all_findings.main(["--root", "runs/c"])
+  assert e.value.code == 2 and len(called) == 2
+  assert callable(all_findings.get_sweep)
+  # the CPU figure, stated where a reader looks, within issue 47's budget
+  assert all_findings.CONFIRMATORY_MINUTES <= all_findings.CPU_BUDGET_MINUTES == 120
+  assert f"about {all_findings.CONFIRMATORY_MINUTES} minutes on 2 cores" in all_findings.__doc__
+  readme = (Path(all_findings.__file__).parent / "README.md").read_text()
+  assert "python -m experiments.all_findings --confirmatory" in readme
+  assert f"about {all_findings.CONFIRMATORY_MINUTES} minutes on 2 cores" in readme
