@@ -66,7 +66,7 @@ def test_the_fit_claims_interval_is_fit_scalings_bootstrap_with_the_worst_picked
   monkeypatch.setattr(S, "bootstrap", lambda *a, **k: calls.append(k) or library(*a, **k))
   cells = _cells({"A": (12.0, 0.15, 60.0, 0.28), "B": (10.0, 0.12, 80.0, 0.3)}, noise=0.02)
   fits = R.fit_laws(None, cells, lambda rec: rec["short_loss"])
-  assert [k["resamples"] for k in calls] == [12, 12]       # the library's bootstrap, per architecture
+  assert [(k["resamples"], k["keep_fits"]) for k in calls] == [(12, True)] * 2   # the library's bootstrap
   boots = [boot for *_, boot in fits]
   assert all(len(b["mae_pct"]) == len(b["draws"]) == b["resamples"] for b in boots)
   assert boots[0]["draws"] == boots[1]["draws"]            # the same resampled cells for both
@@ -78,4 +78,20 @@ def test_the_fit_claims_interval_is_fit_scalings_bootstrap_with_the_worst_picked
   assert (j.interval.lo, j.interval.hi) == tuple(np.percentile(worst_B, [2.5, 97.5]))
   old = R._point_fit_judged(R.POINT_FIT, fits, "filler tokens")
   assert old.interval.lo == old.interval.hi == old.interval.point   # what it superseded
-  assert S.fit is library.__globals__["fit"]               # the refits' recorder is gone again
+
+
+def test_the_librarys_bootstrap_returns_its_refits_only_when_asked():
+  gen = np.random.default_rng(0)
+  n = np.repeat([1e5, 3e5, 1e6], 3)
+  d = n * np.tile([5.0, 10.0, 20.0], 3)
+  y = (12.0 * n ** -0.2 + 60.0 * d ** -0.3) * np.exp(0.02 * gen.standard_normal(n.size))
+  pts = S.Points(n, d, y, "loss")
+  fitted = S.fit(pts, max_starts=4)
+  plain = S.bootstrap(pts, fitted, resamples=6)
+  kept = S.bootstrap(pts, fitted, resamples=6, keep_fits=True)
+  assert "fits" not in plain and {k: kept[k] for k in plain} == plain   # same draws, same intervals
+  assert len(kept["fits"]) == len(kept["draws"]) == kept["resamples"]
+  for f, idx in zip(kept["fits"], kept["draws"]):      # each refit is the fit of its resample
+    again = S.fit(S.Points(n[list(idx)], d[list(idx)], y[list(idx)], "loss"), formula=fitted.formula,
+                  max_starts=8, start=fitted)
+    assert again.alpha == pytest.approx(f.alpha) and again.beta == pytest.approx(f.beta)

@@ -28,7 +28,6 @@ from experiments.toy_study import measures as M
 from experiments.toy_study import runner, store, study
 from experiments.toy_study import verdicts as V
 from hybrid_jax.analysis import scaling as S
-from hybrid_jax.analysis.scaling import fitting
 from hybrid_jax.run import architecture_label
 
 FAR = study.mean_of("retrieval_acc/kv_recall/64/d0.00", "retrieval_acc/kv_recall/64/d0.25")
@@ -296,30 +295,14 @@ def _mae_pct(scores: dict, held_y) -> float:
 def fit_bootstrap(fitted_points, fitted, held) -> dict:
   """fit-scaling's own bootstrap of a fit (``hybrid_jax.analysis.scaling.bootstrap``, called as
   `hybrid-jax fit-scaling` calls it: ``FIT_RESAMPLES`` resamplings of the fitted points with
-  replacement, each refit) with every refit kept: the library returns the intervals of alpha
-  and beta only, so its refits are recorded as it makes them, and each one's held-out error
-  (``held``: the held-out size's points) is scored here. Returns the library's dict plus
-  ``draws`` (each refit's resample, as indices into the fitted points) and ``mae_pct`` (each
-  refit's held-out MAE, % of the held-out loss)."""
-  refits, library_fit = [], fitting.fit
-  index = {(n, d): i for i, (n, d) in enumerate(zip(fitted_points.n, fitted_points.d))}
-
-  def recorded(points, **kwargs):
-    f = library_fit(points, **kwargs)
-    refits.append((tuple(index[nd] for nd in zip(points.n, points.d)), f))
-    return f
-
-  fitting.fit = recorded              # the name the library's bootstrap calls its refits by
-  try:
-    boot = S.bootstrap(fitted_points, fitted, resamples=FIT_RESAMPLES,
-                       alpha_bounds=ALPHA_BOUNDS, beta_bounds=BETA_BOUNDS)
-  finally:
-    fitting.fit = library_fit
-  if len(refits) != boot["resamples"]:
-    raise RuntimeError(f"fit-scaling's bootstrap made {boot['resamples']} refits, "
-                       f"{len(refits)} were recorded")
-  return dict(boot, draws=[i for i, _ in refits],
-              mae_pct=np.array([_mae_pct(S.scores(f, held), held.y) for _, f in refits]))
+  replacement, each refit), its refits kept, and each one's held-out error (``held``: the
+  held-out size's points) scored here. Returns the library's dict with ``draws`` (each
+  refit's resample, as indices into the fitted points) and ``mae_pct`` (each refit's
+  held-out MAE, % of the held-out loss)."""
+  boot = S.bootstrap(fitted_points, fitted, resamples=FIT_RESAMPLES, keep_fits=True,
+                     alpha_bounds=ALPHA_BOUNDS, beta_bounds=BETA_BOUNDS)
+  fits = boot.pop("fits")
+  return dict(boot, mae_pct=np.array([_mae_pct(S.scores(f, held), held.y) for f in fits]))
 
 
 def draw_fit(fits, out, ylabel) -> str:

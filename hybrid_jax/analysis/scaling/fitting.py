@@ -102,12 +102,14 @@ def on_bound(value: float, bounds, tol: float = 1e-4) -> float | None:
 
 
 def bootstrap(points: Points, fitted: Fit, *, resamples: int = 200, seed: int = 0,
-              level: float = 0.95, **fit_kwargs) -> dict:
+              level: float = 0.95, keep_fits: bool = False, **fit_kwargs) -> dict:
   """Percentile intervals of alpha and beta over fits to ``resamples`` resamplings of the
   points (with replacement), each refit started from ``fitted`` and a coarse grid. Returns
-  {"alpha": (lo, hi), "beta": (lo, hi), "resamples": n, "level": level}."""
+  {"alpha": (lo, hi), "beta": (lo, hi), "resamples": n, "level": level}; ``keep_fits`` adds
+  "fits" and "draws" (each refit and its resample, as indices into ``points``), so a caller
+  can take the interval of any statistic of the refits (a held-out error, say)."""
   rng = np.random.default_rng(seed)
-  alphas, betas = [], []
+  alphas, betas, fits, draws = [], [], [], []
   for _ in range(resamples):
     idx = rng.integers(0, len(points.y), len(points.y))
     if len(set(points.n[idx])) < 2 or len(set(points.d[idx])) < 2:
@@ -116,10 +118,14 @@ def bootstrap(points: Points, fitted: Fit, *, resamples: int = 200, seed: int = 
             formula=fitted.formula, max_starts=8, start=fitted, **fit_kwargs)
     alphas.append(f.alpha)
     betas.append(f.beta)
+    if keep_fits:
+      fits.append(f)
+      draws.append(tuple(int(i) for i in idx))
   q = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
-  return dict(alpha=tuple(float(v) for v in np.percentile(alphas, q)),
-              beta=tuple(float(v) for v in np.percentile(betas, q)),
-              resamples=len(alphas), level=level)
+  out = dict(alpha=tuple(float(v) for v in np.percentile(alphas, q)),
+             beta=tuple(float(v) for v in np.percentile(betas, q)),
+             resamples=len(alphas), level=level)
+  return dict(out, fits=fits, draws=draws) if keep_fits else out
 
 
 def scores(fit_: Fit, points: Points, mask=None) -> dict:
