@@ -64,7 +64,7 @@ def set_key(config, key: str, value, error_cls=UserError, *, read=None,
   CLI's overrides (``apply``) and of a sweep's grid points (``launch.grid.apply``), each
   raising its own ``error_cls`` in its own words. ``read(key, node, leaf, value)``: what is
   set instead of ``value`` (``apply``'s text read against the field); ``wrong_type(value,
-  field_type, error)``: why a value the field refuses is wrong (default: ml_collections')."""
+  field_type)``: why a value the field refuses is wrong (default: ml_collections' words)."""
   *parents, leaf = key.split(".")
   node = config
   for part in parents:                 # a leaf or a missing key on the way: no such key
@@ -78,7 +78,7 @@ def set_key(config, key: str, value, error_cls=UserError, *, read=None,
   try:
     node[leaf] = value
   except (TypeError, ValueError) as e:
-    why = (wrong_type(value, node.get_ref(leaf).get_type(), e) if wrong_type is not None
+    why = (wrong_type(value, node.get_ref(leaf).get_type()) if wrong_type is not None
            else one_line(e))
     raise error_cls(f"config.{key}: {value!r} has the wrong type ({why})") from None
 

@@ -23,7 +23,7 @@ def test_the_loop_median_leaves_out_a_save_interval_and_its_span_counts_it(tmp_p
   _metrics(tmp_path / "run", [1.0, 1.0, 3.0, 1.0, 1.0], per_step)
   median, span = bench_loop._loop_tps(tmp_path / "run", cfg)
   assert abs(median - 10 * per_step) < 1e-6                     # 10 steps a second
-  assert abs(span - 40 * per_step / 6.0) < 1e-6                # 40 steps in 6 s (the save's 3 s in)
+  assert abs(span - 50 * per_step / 7.0) < 1e-6                # 50 steps in 7 s (the save's 3 s in)
 
 
 def test_overhead_alternates_which_side_runs_first(tmp_path, monkeypatch):
@@ -40,7 +40,7 @@ def test_overhead_alternates_which_side_runs_first(tmp_path, monkeypatch):
 
   monkeypatch.setattr(loop, "train", fake_train)
   monkeypatch.setattr(bench_loop, "_bare_tps", fake_bare)
-  [row] = bench_loop.overhead(argparse.Namespace(steps=40, rounds=3), tmp_path)
+  [row] = bench_loop.overhead(argparse.Namespace(steps=40, rounds=3, config=None, overrides=[]), tmp_path)
   assert calls == ["loop", "bare", "bare", "loop", "loop", "bare"]
   assert row["rounds"] == [0.98] * 3 and row["ratio"] == row["ratio_span"] == 0.98
   assert row["meets"] is True

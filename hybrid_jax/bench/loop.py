@@ -51,18 +51,23 @@ def _toy(args, steps, **checkpoint):
   bench's own steps and checkpoint variant (last, so an override cannot change what the
   bench compares)."""
   from hybrid_jax.bench import run_config
-  c = run_config(getattr(args, "config", None), getattr(args, "overrides", []))
+  c = run_config(args.config, args.overrides)
   c.train.tokens, c.train.tokens_per_param, c.train.steps = None, None, steps
   for k, v in checkpoint.items():
     c.checkpoint[k] = v
   return c
 
 
+def _interval_seconds(workdir, cfg) -> list[float]:
+  """Wall seconds per step of each logged interval after the first (compile)."""
+  from hybrid_jax.run import RunDir
+  per_step = cfg.train.batch_size * cfg.data.seq_len
+  return [per_step / r["tokens_per_s"] for r in RunDir(workdir).read_metrics()[1:]]
+
+
 def _step_seconds(workdir, cfg) -> float:
   """Median wall seconds per step over the logged intervals after the first (compile)."""
-  from hybrid_jax.run import RunDir
-  tps = [r["tokens_per_s"] for r in RunDir(workdir).read_metrics()[1:]]
-  return cfg.train.batch_size * cfg.data.seq_len / statistics.median(tps)
+  return statistics.median(_interval_seconds(workdir, cfg))
 
 
 def cadence(args, tmp) -> list[dict]:
@@ -133,13 +138,11 @@ def blocking(args, tmp) -> list[dict]:
 
 def _loop_tps(workdir, cfg) -> tuple[float, float]:
   """(median, whole-span) tokens/s of a trained run's logged intervals after the first
-  (compile): the median leaves out an interval that held a save; the span counts it."""
-  from hybrid_jax.run import RunDir
-  recs = RunDir(workdir).read_metrics()[1:]
+  (compile): the median leaves out an interval that held a save; the span counts it. The
+  intervals are equally long (``train.log_every`` steps), so the span's rate is the mean's."""
   per_step = cfg.train.batch_size * cfg.data.seq_len
-  seconds = [(b["step"] - a["step"]) * per_step / b["tokens_per_s"] for a, b in zip(recs, recs[1:])]
-  return (per_step / _step_seconds(workdir, cfg),
-          (recs[-1]["step"] - recs[0]["step"]) * per_step / sum(seconds))
+  seconds = _interval_seconds(workdir, cfg)
+  return per_step / statistics.median(seconds), per_step * len(seconds) / sum(seconds)
 
 
 def _bare_tps(cfg, steps) -> float:

@@ -81,7 +81,7 @@ def run_name(point: Point, keys: list[str]) -> str:
   return ",".join(f"{_short(k, keys)}={_fmt(point[k])}" for k in keys if k in point) or "base"
 
 
-def _wrong_type(value, field_type, error) -> str:
+def _wrong_type(value, field_type) -> str:
   return f"{type(value).__name__}; the field takes {field_type.__name__}"
 
 
