@@ -89,15 +89,25 @@ def uncapped_far(run, cap):
   return (X.constrain(run, cap) or {}).get("none")
 
 
+def cap_drop(run, cap, setting):
+  """Uncapped far acc minus far acc under ``setting`` (None: not analysed at ``cap``)."""
+  c = X.constrain(run, cap)
+  return None if c is None else c["none"] - c[setting]
+
+
+def head_drop(run):
+  """The drop with the top heads zeroed minus the drop with random heads zeroed."""
+  a = X.ablate(run)
+  return None if a is None else (a["none"] - a["top"]) - (a["none"] - a["control"])
+
+
 def capped(claim, runs, cap, setting):
   """A capping/ablation/probe claim on the seeds that retrieve (uncapped, at ``cap``)."""
   uncapped = X.values(runs, lambda r: uncapped_far(r, cap))
   if setting in ("full_constrained", "efficient_constrained"):
-    vals = X.values(runs, lambda r: None if X.constrain(r, cap) is None else
-                    X.constrain(r, cap)["none"] - X.constrain(r, cap)[setting])
+    vals = X.values(runs, lambda r: cap_drop(r, cap, setting))
   elif setting == "heads":
-    vals = X.values(runs, lambda r: None if X.ablate(r) is None else
-                    (X.ablate(r)["none"] - X.ablate(r)["top"]) - (X.ablate(r)["none"] - X.ablate(r)["control"]))
+    vals = X.values(runs, head_drop)
   else:
     vals = X.values(runs, X.probe_rise)
   keep, said = J.retrieving(vals, uncapped)

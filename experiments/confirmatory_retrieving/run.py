@@ -67,23 +67,13 @@ def main(argv=None):
 
 # --- the report -----------------------------------------------------------------------------
 
-def _drop(run, setting):
-  c = X.constrain(run, R.CAP)
-  return None if c is None else c["none"] - c[setting]
-
-
-def _head_drop(run):
-  a = X.ablate(run)
-  return None if a is None else (a["none"] - a["top"]) - (a["none"] - a["control"])
-
-
 def per_seed_table(groups) -> str:
   rows = []
   for label in R.ARMS:
     for run in sorted(groups[label], key=lambda r: r.seed):
       rows.append([label, run.seed] + [first.fmt(v) for v in (
-          X.final(run, X.FAR), first.uncapped_far(run, R.CAP), _drop(run, "full_constrained"),
-          _drop(run, "efficient_constrained"), _head_drop(run), X.probe_rise(run),
+          X.final(run, X.FAR), first.uncapped_far(run, R.CAP), first.cap_drop(run, R.CAP, "full_constrained"),
+          first.cap_drop(run, R.CAP, "efficient_constrained"), first.head_drop(run), X.probe_rise(run),
           X.filler_short(run))])
   return study.markdown_table(["arm", "seed", "final far acc (eval)", "uncapped far acc",
                                "full-capped drop", "efficient-capped drop", "head drop",
