@@ -3,6 +3,10 @@ import os
 import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# numpy's OpenBLAS with one thread, as ``import hybrid_jax`` sets it (hybrid_jax.blas_threads),
+# here before pytest's plugins import numpy: two test workers share the cores, and spinning
+# BLAS threads made the scaling fits' tests ~9x slower.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # One persistent XLA cache for the whole test session (subprocesses inherit it): the same
 # tiny programs are compiled once, not once per process.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="hybrid_jax_xla_"))

@@ -54,3 +54,21 @@ def test_an_import_after_jax_started_its_threads_warns_in_one_line():
                  "from hybrid_jax.host_memory import jax_threads_started\n"
                  "assert jax_threads_started()")              # the threads are seen once they run
   assert said not in early
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_importing_the_package_gives_numpy_and_its_children_one_blas_thread_unless_set():
+  """``import hybrid_jax`` before numpy: OpenBLAS starts no worker thread of its own (the
+  process has one thread after numpy loaded it), and a child process inherits the setting;
+  a value the user set is kept (and OpenBLAS starts its workers)."""
+  code = ("import hybrid_jax, numpy, os, subprocess, sys\n"
+          "threads = len(os.listdir('/proc/self/task'))\n"
+          "child = subprocess.run([sys.executable, '-c', 'import os; print(os.environ.get(\"OPENBLAS_NUM_THREADS\"))'],"
+          " capture_output=True, text=True).stdout.strip()\n"
+          "print(os.environ['OPENBLAS_NUM_THREADS'], child, threads)")
+  env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+  assert out.stdout.split() == ["1", "1", "1"]
+  mine = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                        env=dict(env, OPENBLAS_NUM_THREADS="2"))
+  assert mine.stdout.split() == ["2", "2", "2"]
