@@ -113,3 +113,27 @@ def test_init_takes_the_seed_as_an_argument_and_gives_the_constant_seeds_paramet
   for a, b in zip(jax.tree.leaves(train_state["params"]), jax.tree.leaves(params), strict=True):
     assert a.dtype == b.dtype and bool((a == b).all())
   assert state.seed_argument(2 ** 40) == ()                 # outside int32: a constant
+
+
+def test_the_next_batch_is_made_before_a_save_or_an_evaluation_waits_for_the_step(tmp_path, monkeypatch):
+  """A save or an evaluation needs its step's state before the next step is dispatched:
+  the next step's batch is already made (and placed) by then, so the device waits for the
+  host copy alone, not for the input too."""
+  from hybrid_jax.train import loop
+  hook = Recorder()
+
+  class Recorded(loop.Batches):
+    def __next__(self):
+      hook.calls.append(("batch", self.step))        # the batch of step self.step + 1
+      return super().__next__()
+
+  monkeypatch.setattr(loop, "Batches", Recorded)
+  c = tiny_config(steps=6)
+  c.train.log_every, c.eval.every, c.checkpoint.every = 2, 3, 4
+  train(c, tmp_path / "run", progress=False, hooks=(hook,))
+  order = [(k, s) for k, s in hook.calls if k in ("batch", "eval", "checkpoint")]
+  assert [s for k, s in order if k == "batch"] == list(range(6))
+  waits = [(k, s) for k, s in order if k in ("eval", "checkpoint") and s < 6]
+  assert ("eval", 3) in waits and ("checkpoint", 4) in waits
+  for k, s in waits:                                # step s + 1's batch was made before
+    assert order.index(("batch", s)) < order.index((k, s)), order

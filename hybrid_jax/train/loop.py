@@ -201,12 +201,15 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
       vote = jax.process_count() > 1           # processes agree on stopping through the step
       voted = None                             # the previous step's answer (still on device)
       pending = None                           # a logged step whose metrics are read next turn
+      batch = step_batch(cfg, mesh, next(batches))
       while step < total:
-        local = next(batches)
-        if vote:
-          local["stop"] = stop_votes(len(rows), stop.signum is not None)
-        state, metrics = train_step(state, step_batch(cfg, mesh, local))
+        if vote:                                 # this process's vote, as of this dispatch
+          batch["stop"] = step_batch(cfg, mesh, dict(stop=stop_votes(len(rows), stop.signum is not None)))["stop"]
+        state, metrics = train_step(state, batch)
         step += 1
+        # The next step's batch is made and placed while this one runs: a save or an
+        # evaluation below waits for this step, and the next is then dispatched at once.
+        batch = step_batch(cfg, mesh, next(batches)) if step < total else None
         if pending is not None:                # step - 1's metrics: step is queued behind it
           log(pending)
           pending = None
