@@ -276,7 +276,7 @@ def test_a_bad_address_and_a_missing_ray_are_one_line(tmp_path):
   assert len(err) == 1 and "pip install" in err[0] and "ray" in err[0], no_ray.stderr
   gs = cli("sweep", "submit", str(sweep), "--root", "gs://bucket/runs", "--backend", "ray")
   assert gs.returncode == 2 and len(gs.stderr.strip().splitlines()) == 1, gs.stderr
-  assert "shared POSIX filesystem" in gs.stderr
+  assert "shared POSIX filesystem" in gs.stderr and "--config.checkpoint.root=gs://" in gs.stderr
   assert not root.exists()
   run = root / "seed=0"                         # a Ray sweep whose cluster has gone away
   run.mkdir(parents=True)

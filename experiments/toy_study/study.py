@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from hybrid_jax.run import RunDir, architecture_label, atomic_write_text
+from hybrid_jax.run.checkpoints import COMMIT_FILE
 
 
 class StudyInputError(ValueError):
@@ -76,7 +77,10 @@ class StudyRun:
     if status.get("state") != "done" or not first.exists():
       return None
     end = datetime.datetime.strptime(status["updated"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
-    return max(0.0, end - first.stat().st_mtime)
+    # The step's commit file when it has one (a bucket's directories carry no time), else
+    # the directory itself (renamed into place when the save finished).
+    stamp = first / COMMIT_FILE if (first / COMMIT_FILE).exists() else first
+    return max(0.0, end - stamp.stat().mtime)
 
 
 

@@ -85,6 +85,8 @@ def base_config() -> ml_collections.ConfigDict:
   k.log_per_octave = 2           # kept log-spaced checkpoints per doubling of steps
   k.log_min_step = 1
   k.async_save = True            # write checkpoints in a thread; the loop waits only for the host copy
+  k.root = config_dict.placeholder(str)   # None: <run>/checkpoints; else <root>/<run dir name>,
+                                          # e.g. gs://bucket/prefix (run dirs stay on POSIX)
 
   c.eval = e = ml_collections.ConfigDict()
   e.every = config_dict.placeholder(int)     # training: evaluate every k steps (None: off)

@@ -4,6 +4,8 @@ the unknown-key check, and the error every package's config check raises.
 This package is a leaf: it imports nothing else from hybrid_jax. The model, data and eval
 packages each check their own section; ``hybrid_jax.resolve.resolve`` composes them."""
 
+import importlib.util
+
 import ml_collections
 
 from hybrid_jax.configs.base import base_config
@@ -84,6 +86,48 @@ def check_checkpoint(k):
     fail("checkpoint.log_per_octave", "must be >= 0", k.log_per_octave)
   if not isinstance(k.async_save, bool):
     fail("checkpoint.async_save", "must be True or False", k.async_save)
+  problem = checkpoint_root_problem(k.root)
+  if problem:
+    fail("checkpoint.root", problem, k.root)
+
+
+# A bucket the checkpoints may go to: orbax writes gs:// steps in place, finished by a commit
+# file, and our readers list them so (hybrid_jax.run.checkpoints); no other scheme is tested.
+BUCKET_SCHEME = "gs://"
+# What a gs:// root needs besides orbax: etils.epath reaches the bucket through fsspec's gcsfs,
+# orbax lists and deletes steps with google-cloud-storage (the module, then its pip name).
+BUCKET_PACKAGES = (("gcsfs", "gcsfs"), ("google.cloud.storage", "google-cloud-storage"))
+
+
+def _missing(module: str) -> bool:
+  try:
+    return importlib.util.find_spec(module) is None
+  except (ImportError, ValueError):          # a parent package absent, or a blocked module
+    return True
+
+
+def checkpoint_root_problem(root) -> str | None:
+  """Why ``checkpoint.root`` cannot hold a run's checkpoints, or None (None: the run's own
+  directory). Said before anything is computed: a bucket whose client is not installed would
+  otherwise fail at the first save, minutes in."""
+  if root is None:
+    return None
+  if not isinstance(root, str) or not root.strip():
+    return "must be gs://BUCKET/PREFIX or an absolute path"
+  if "://" in root:
+    if not root.startswith(BUCKET_SCHEME):
+      return (f"{root.split('://', 1)[0]}:// is not supported; use gs://BUCKET/PREFIX or an "
+              "absolute path on a filesystem every node mounts")
+    if not root[len(BUCKET_SCHEME):].split("/", 1)[0]:
+      return "names no bucket (gs://BUCKET/PREFIX)"
+    missing = [pip for module, pip in BUCKET_PACKAGES if _missing(module)]
+    if missing:
+      return (f"a gs:// root needs {' and '.join(missing)}, not installed here: "
+              "pip install 'hybrid_jax[gcs]'")
+    return None
+  if not root.startswith("/"):
+    return "a path must be absolute (every process, and every resume, must find the same place)"
+  return None
 
 
 def check_mesh(h):

@@ -15,6 +15,7 @@ from hybrid_jax.eval.retrieval import RetrievalEval
 from hybrid_jax.eval.scoring import Scorer
 from hybrid_jax.resolve import ensure_resolved
 from hybrid_jax.run import RunDir, checkpoint_steps, load_config
+from hybrid_jax.run.checkpoints import is_finished
 
 
 class Evaluator:
@@ -109,7 +110,7 @@ def evaluate_run(workdir, cfg=None, *, force=False, log=print) -> list[dict]:
       new = []
       for i, step in enumerate(todo, 1):
         log(f"hybrid-jax eval: {run.path.name}: checkpoint {i}/{len(todo)} (step {step})...")
-        if not (run.checkpoint_dir / str(step)).is_dir():   # a live trainer dropped its rolling one
+        if not is_finished(run.checkpoint_dir / str(step)):   # a live trainer dropped its rolling one
           log(f"hybrid-jax eval: {run.path.name} step {step}: checkpoint gone meanwhile; skipped")
           continue
         record = evaluator.record(models.params(step), step, step * tokens_per_step)

@@ -2,7 +2,8 @@
 is an ``flock`` (one trainer per run, ever) and every file is replaced by an atomic rename.
 Object storage has neither, whether named by URL (``gs://``) or mounted through FUSE
 (gcsfuse): a sweep there could train a run twice, so it is refused in one line with what
-works instead."""
+works instead. The checkpoints, the bulk of a run, can go to a bucket all the same
+(``checkpoint.root``, ``hybrid_jax.run.checkpoints``): orbax needs neither lock nor rename."""
 
 import os
 from pathlib import Path
@@ -13,7 +14,8 @@ from hybrid_jax.errors import UserError
 OBJECT_STORE_FS = ("fuse.gcsfuse", "fuse.s3fs", "fuse.goofys", "fuse.rclone", "fuse.blobfuse",
                    "fuse.mountpoint-s3")
 ALTERNATIVE = ("put --root on a shared POSIX filesystem mounted at the same path on every node "
-               "(NFS, Filestore, Lustre; a local disk for one machine)")
+               "(NFS, Filestore, Lustre; a local disk for one machine); a GCS bucket can still "
+               "hold the checkpoints: --config.checkpoint.root=gs://BUCKET/PREFIX")
 
 
 def mount_type(path: Path) -> str | None:

@@ -15,14 +15,13 @@ the caller says what failed in one line.
 import logging
 import os
 import sys
-from pathlib import Path
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from hybrid_jax.run import packed_state
-from hybrid_jax.run.checkpoints import CHECKPOINT_DIR
+from hybrid_jax.run.checkpoints import checkpoint_dir
 from hybrid_jax.run.errors import RunDirError
 from hybrid_jax.run.files import disk_errno
 
@@ -77,14 +76,15 @@ def quiet_orbax_noise():
 
 
 def open_read_only(workdir) -> ocp.CheckpointManager:
-  """A read-only orbax manager on the run's checkpoints (it never creates nor deletes)."""
+  """A read-only orbax manager on the run's checkpoints (it never creates nor deletes),
+  wherever they are (``checkpoint_dir``: the run's own directory or a bucket)."""
   quiet_orbax_noise()                       # a corrupt checkpoint is RunDirError's one line
   absl_logger = logging.getLogger("absl")   # read-only opening warns; that is what we want
   level = absl_logger.level
   absl_logger.setLevel(logging.ERROR)
   try:
     return ocp.CheckpointManager(
-        Path(workdir).absolute() / CHECKPOINT_DIR,
+        checkpoint_dir(workdir).absolute(),
         options=ocp.CheckpointManagerOptions(read_only=True, create=False),
         item_handlers=ocp.PyTreeCheckpointHandler())
   finally:

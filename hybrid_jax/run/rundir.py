@@ -1,5 +1,6 @@
-"""The run directory contract: config.json, status.json, metrics.jsonl, checkpoints/,
-tensorboard/, eval.jsonl. Every file is replaced atomically (write a temp file, then rename),
+"""The run directory contract: config.json, status.json, metrics.jsonl, checkpoints/ (or
+the run's directory under ``checkpoint.root``, ``hybrid_jax.run.checkpoints``), tensorboard/,
+eval.jsonl. Every file is replaced atomically (write a temp file, then rename),
 so a crash at any moment leaves either the old or the new version, never half of one; the
 .jsonl logs are appended line by line. Their readers never stop at a bad line: a malformed
 or mistyped record in the middle is skipped with a one-line warning naming file:line (once
@@ -13,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from hybrid_jax.run.checkpoints import checkpoint_dir, checkpoint_root
 from hybrid_jax.run.config import CONFIG_FILE, config_diff
 from hybrid_jax.run.errors import RunDirBusy, RunDirError
 from hybrid_jax.run.files import (FileLock, UnwritableError, append_line, atomic_write_bytes,
@@ -68,12 +70,18 @@ class RunDir:
     self.config_path = self.path / CONFIG_FILE
     self.status_path = self.path / "status.json"
     self.metrics_path = self.path / "metrics.jsonl"
-    self.checkpoint_dir = self.path / "checkpoints"
     self.tensorboard_dir = self.path / "tensorboard"
     self.eval_path = self.path / "eval.jsonl"
     self._lock = FileLock(self.path / ".lock")
     self._eval_lock = FileLock(self.path / ".eval.lock")
     self.skipped = 0            # bad records the readers skipped so far
+    self._config = None         # config.json's values once this process checked or wrote them
+
+  @property
+  def checkpoint_dir(self):
+    """Where the run's orbax steps are: ``<run>/checkpoints``, or under ``checkpoint.root``
+    (an etils path, local or gs://, whose ``absolute()`` keeps a URL as it is)."""
+    return checkpoint_dir(self.path, self._config)
 
   def lock(self):
     """Hold an exclusive lock for this process's lifetime: one trainer per run, ever."""
@@ -118,7 +126,9 @@ class RunDir:
     return True
 
   def check_or_write_config(self, config: dict):
-    """First run: write config.json. Later runs: refuse a config that differs."""
+    """First run: write config.json. Later runs: refuse a config that differs. A first run
+    whose checkpoint directory under ``checkpoint.root`` already holds something is refused:
+    those are another run's (one of the same directory name), which it would resume."""
     if self.config_path.exists():
       try:
         old = json.loads(self.config_path.read_text())
@@ -129,7 +139,14 @@ class RunDir:
         raise RunDirError(f"{self.path} holds a run with another config ({'; '.join(diff[:5])}"
                           f"{'; ...' if len(diff) > 5 else ''}); use a new --workdir")
     elif self.writer:
+      if checkpoint_root(config) is not None:
+        taken = checkpoint_dir(self.path, config)
+        if taken.is_dir() and next(iter(taken.iterdir()), None) is not None:
+          raise RunDirError(f"{taken} holds another run's checkpoints ({self.path} is a new "
+                            f"run of the same name); set another checkpoint.root, or "
+                            f"remove them if that run is gone")
       atomic_write_text(self.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+    self._config = config
 
   def read_status(self) -> dict | None:
     try:

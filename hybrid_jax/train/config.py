@@ -35,11 +35,13 @@ class TrainConfig(FrozenSection):
 class CheckpointConfig(FrozenSection):
   """Every key of ``base_config().checkpoint``, under the same names."""
   SECTION = "checkpoint"
+  OPTIONAL = ("root",)
 
   every: int             # rolling (latest) checkpoint cadence
   log_per_octave: int    # kept log-spaced checkpoints per doubling of steps
   log_min_step: int      # the first log-spaced step
   async_save: bool       # write in a thread; the loop waits only for the host copy
+  root: str | None       # where the steps go (None: <run>/checkpoints; hybrid_jax.run.checkpoints)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,8 +5,9 @@ A checkpoint that cannot be restored (truncated files, a disk error) does not en
 it is moved aside into ``checkpoints/corrupt/`` (never deleted) with one line naming the
 step and why, and the next older one is tried. Training then continues from the step
 actually restored, bit-exactly, and the metrics of the re-trained steps are rewritten. What
-a save that failed (a full disk) or was killed left behind, ``N.orbax-checkpoint-tmp*``, is
-never a checkpoint: it is removed first.
+a save that failed (a full disk) or was killed left behind is never a checkpoint: it is
+removed first (``N.orbax-checkpoint-tmp*``; in a bucket, a step without orbax's commit file:
+``hybrid_jax.run.checkpoints``). Both work on a local or a gs:// checkpoint directory.
 
 Bit-exact needs the same compute setup: XLA splits work over the devices and, on CPU, over
 the cores the process may run on, so a run resumed where it sees another core count (a Slurm
@@ -15,16 +16,14 @@ setup is kept in status.json and a change is said in one line.
 """
 
 import os
-import shutil
 import sys
-from pathlib import Path
 
 from hybrid_jax.errors import one_line
+from hybrid_jax.run.checkpoints import CheckpointPath, partial_saves
 from hybrid_jax.run.restore import quiet_orbax_noise
 from hybrid_jax.train.checkpoint import quiet_orbax_logs
 
 CORRUPT_DIR = "corrupt"
-TMP_SUFFIX = ".orbax-checkpoint-tmp"        # orbax's; older versions append a timestamp
 
 
 def _reason(e: BaseException) -> str:
@@ -35,23 +34,26 @@ def _reason(e: BaseException) -> str:
 
 def set_aside(checkpoint_dir, step: int):
   """Move checkpoint ``step`` into checkpoints/corrupt/ (a new name if one is there)."""
+  checkpoint_dir = CheckpointPath(checkpoint_dir)
   corrupt = checkpoint_dir / CORRUPT_DIR
   corrupt.mkdir(exist_ok=True)
   target, n = corrupt / str(step), 1
   while target.exists():
     target, n = corrupt / f"{step}.{n}", n + 1
-  shutil.move(str(checkpoint_dir / str(step)), str(target))
+  (checkpoint_dir / str(step)).rename(target)
   return target
 
 
 def remove_partial_saves(checkpoint_dir) -> list[str]:
-  """Remove the temporary directories of saves that never completed (names of those gone).
+  """Remove what saves that never completed left (``partial_saves``; names of those gone).
   Only the trainer calls it, holding the run's lock: no save of another process is live."""
   gone = []
-  for path in sorted(Path(checkpoint_dir).glob(f"*{TMP_SUFFIX}*")):
-    if path.is_dir():
-      shutil.rmtree(path, ignore_errors=True)
-      gone.append(path.name)
+  for path in partial_saves(checkpoint_dir):
+    try:
+      path.rmtree()
+    except OSError:               # as much as can go goes; the rest is never a checkpoint
+      pass
+    gone.append(path.name)
   return gone
 
 
