@@ -6,8 +6,9 @@ they import jax, orbax or gcsfs, hence processes). The run directories stay on l
 
 Covers a run whose checkpoints are in the bucket (the local run's losses; its steps there,
 none under the run), SIGKILL and rerun (it resumes from the bucket's newest finished step,
-removes an unfinished one, and ends with the uninterrupted run's losses), ``eval`` reading the
-bucket's steps (the local run's records), and the one-line refusals. The tests that need the
+removes an unfinished one, and ends with the uninterrupted run's losses), a corrupt newest
+step set aside in the bucket and re-trained exactly, ``eval`` reading the bucket's steps (the
+local run's records), and the one-line refusals. The tests that need the
 emulator skip where the ``gcs`` extra or the emulator (the ``test`` extra) is missing, unless
 ``HYBRID_JAX_REQUIRE_GCS=1`` (``.ci/run``), which makes that a failure."""
 
@@ -153,6 +154,26 @@ def test_sigkill_then_rerun_resumes_from_the_bucket_and_equals_the_uninterrupted
   assert run.read_status()["state"] == "done"
   steps = _bucket_steps(fs, "killed")
   assert 99 not in steps and all(steps.values()), steps
+
+
+def test_a_corrupt_newest_step_in_the_bucket_is_set_aside_there_and_retrained_exactly(
+    tmp_path, config_file, gcs):
+  env, fs = gcs
+  workdir = tmp_path / "torn"
+  for attempt in ("first", "after the corruption"):
+    r = _train(workdir, config_file, f"--config.checkpoint.root={ROOT}", env=env)
+    assert r.returncode == 0, (attempt, r.stderr[-3000:])
+    if attempt == "first":
+      curve = _curve(workdir)
+      step = f"{BUCKET}/ckpts/torn/{STEPS}"
+      for path in fs.find(step):
+        if fs.size(path):
+          fs.pipe(path, b"garbage")
+  warned = [l for l in r.stderr.splitlines() if f"checkpoint {STEPS} cannot be restored" in l]
+  assert len(warned) == 1 and f"moved to {ROOT}/torn/corrupt/{STEPS}" in warned[0], r.stderr
+  fs.invalidate_cache()
+  assert fs.cat(f"{BUCKET}/ckpts/torn/corrupt/{STEPS}/default/manifest.ocdbt") == b"garbage"
+  assert _bucket_steps(fs, "torn")[STEPS] and _curve(workdir) == curve
 
 
 def _eval(workdir, env):

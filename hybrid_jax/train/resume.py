@@ -24,6 +24,7 @@ from hybrid_jax.run.restore import quiet_orbax_noise
 from hybrid_jax.train.checkpoint import quiet_orbax_logs
 
 CORRUPT_DIR = "corrupt"
+CORRUPT_NOTE = "README.txt"
 
 
 def _reason(e: BaseException) -> str:
@@ -33,10 +34,16 @@ def _reason(e: BaseException) -> str:
 
 
 def set_aside(checkpoint_dir, step: int):
-  """Move checkpoint ``step`` into checkpoints/corrupt/ (a new name if one is there)."""
+  """Move checkpoint ``step`` into checkpoints/corrupt/ (a new name if one is there). The
+  folder gets a note saying what it holds: in a bucket, where a folder exists only while
+  something is in it, that also makes it exist for the rename (etils renames only into an
+  existing folder)."""
   checkpoint_dir = CheckpointPath(checkpoint_dir)
   corrupt = checkpoint_dir / CORRUPT_DIR
   corrupt.mkdir(exist_ok=True)
+  (corrupt / CORRUPT_NOTE).write_text("Checkpoints that could not be restored, set aside by "
+                                      "hybrid_jax.train.resume when the run resumed; never "
+                                      "deleted by it.\n")
   target, n = corrupt / str(step), 1
   while target.exists():
     target, n = corrupt / f"{step}.{n}", n + 1
