@@ -8,7 +8,8 @@ Covers a run whose checkpoints are in the bucket (the local run's losses; its st
 none under the run), SIGKILL and rerun (it resumes from the bucket's newest finished step,
 removes an unfinished one, and ends with the uninterrupted run's losses), a corrupt newest
 step set aside in the bucket and re-trained exactly, ``eval`` reading the bucket's steps (the
-local run's records), and the one-line refusals. The tests that need the
+local run's records), and the one-line refusals. An absolute-path root, and a reader of a
+bucket run without the gcs extra, need no emulator. The tests that need the
 emulator skip where the ``gcs`` extra or the emulator (the ``test`` extra) is missing, unless
 ``HYBRID_JAX_REQUIRE_GCS=1`` (``.ci/run``), which makes that a failure."""
 
@@ -224,6 +225,27 @@ def test_a_bucket_root_without_its_client_is_one_line_before_anything_is_written
   assert err[0].startswith("hybrid-jax: error: config.checkpoint.root: a gs:// root needs gcsfs")
   assert "pip install 'hybrid_jax[gcs]'" in err[0]
   assert not workdir.exists()
+
+
+def test_an_absolute_path_root_holds_the_steps_without_any_cloud_package(tmp_path):
+  from hybrid_jax.run import checkpoint_steps
+  from hybrid_jax.standard_run import train
+  c = tiny_config(steps=4)
+  c.checkpoint.root = str(tmp_path / "shelf")
+  train(c, tmp_path / "run", progress=False)
+  assert not (tmp_path / "run" / "checkpoints").exists()
+  assert checkpoint_steps(tmp_path / "run") == [1, 2, 3, 4]
+  assert sorted(p.name for p in (tmp_path / "shelf" / "run").iterdir()) == ["1", "2", "3", "4"]
+  assert train(c, tmp_path / "run", progress=False)["state"] == "done"   # resumes from there
+
+
+def test_a_reader_of_a_bucket_run_without_its_client_gets_one_line(tmp_path, monkeypatch):
+  from hybrid_jax.run import RunDirError, checkpoint_steps
+  (tmp_path / "config.json").write_text(json.dumps({"checkpoint": {"root": ROOT}}))
+  monkeypatch.setitem(sys.modules, "gcsfs", None)
+  with pytest.raises(RunDirError, match=r"checkpoint.root=gs://bucket/ckpts: a gs:// root "
+                                        r"needs gcsfs.*pip install 'hybrid_jax\[gcs\]'"):
+    checkpoint_steps(tmp_path)
 
 
 @pytest.mark.parametrize("root, why", [

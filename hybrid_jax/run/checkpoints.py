@@ -54,8 +54,7 @@ def checkpoint_dir(workdir, config: dict | None = None) -> CheckpointPath:
     return CheckpointPath(workdir) / CHECKPOINT_DIR
   problem = checkpoint_root_problem(root)
   if problem:
-    raise RunDirError(f"{workdir}: its checkpoints are under checkpoint.root={root}, which "
-                      f"{problem}")
+    raise RunDirError(f"{workdir}: its checkpoints are under checkpoint.root={root}: {problem}")
   return CheckpointPath(root) / Path(os.path.abspath(workdir)).name
 
 
