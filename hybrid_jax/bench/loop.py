@@ -39,7 +39,8 @@ def _parser():
   add_config(p, "the toy default, hybrid_jax/configs/default.py; cadence and overhead train "
                 "it, blocking saves the S1 model's state whatever the config")
   p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
-  p.add_argument("--steps", type=int, default=120, help="training steps per toy run")
+  p.add_argument("--steps", type=int, default=None,
+                 help="training steps per toy run (default: the config's own, 300 for the toy default)")
   p.add_argument("--rounds", type=int, default=2, help="runs per variant, alternated")
   p.add_argument("--saves", type=int, default=3, help="blocking: saves per mode, alternated")
   p.add_argument("--json", default=None, help="also write the rows to this file (default: none)")
@@ -52,7 +53,8 @@ def _toy(args, steps, **checkpoint):
   bench compares)."""
   from hybrid_jax.bench import run_config
   c = run_config(args.config, args.overrides)
-  c.train.tokens, c.train.tokens_per_param, c.train.steps = None, None, steps
+  if steps is not None:
+    c.train.tokens, c.train.tokens_per_param, c.train.steps = None, None, steps
   for k, v in checkpoint.items():
     c.checkpoint[k] = v
   return c
@@ -169,6 +171,7 @@ def overhead(args, tmp) -> list[dict]:
   from hybrid_jax.resolve import resolve
   from hybrid_jax.train import loop
   cfg = resolve(_toy(args, args.steps))
+  steps = cfg.derived.steps
   loop_tps, loop_span, bare_tps = [], [], []
   for r in range(args.rounds):
     def run_loop(r=r):
@@ -177,7 +180,7 @@ def overhead(args, tmp) -> list[dict]:
       median, span = _loop_tps(workdir, cfg)
       loop_tps.append(median)
       loop_span.append(span)
-    first, second = (run_loop, lambda: bare_tps.append(_bare_tps(cfg, args.steps)))
+    first, second = (run_loop, lambda: bare_tps.append(_bare_tps(cfg, steps)))
     if r % 2:                                    # alternate which goes first (warm caches, load)
       first, second = second, first
     first()

@@ -48,7 +48,7 @@ def log_spaced_steps(total_steps: int, per_octave: int, min_step: int = 1) -> li
   return sorted(steps)
 
 
-SAVE_NICE = 10
+SAVE_NICE = 19      # the lowest: a save still gets a share of a busy core, unlike SCHED_IDLE
 
 
 def lower_thread_priority():
@@ -57,7 +57,7 @@ def lower_thread_priority():
   save takes longer, which the skipped rolling saves absorb."""
   try:
     tid = threading.get_native_id()
-    os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + SAVE_NICE)
+    os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + SAVE_NICE))
   except (OSError, AttributeError):      # not permitted, or no per-thread priority here
     pass
 
