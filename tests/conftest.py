@@ -25,6 +25,24 @@ import pytest  # noqa: E402
 from hybrid_jax.configs.base import base_config  # noqa: E402
 
 
+def tiny_config_file(steps: int, checkpoint: str) -> str:
+  """A config file of a tiny model for the tests that train through the CLI: ``steps``
+  steps, logged every step; ``checkpoint``: the file's line setting the checkpoint section."""
+  return f"""
+from hybrid_jax.configs.base import base_config
+
+def get_config():
+  c = base_config()
+  c.model.size = "custom"
+  c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.n_kv_heads = 32, 2, 4, 2
+  c.model.window = 8
+  c.data.seq_len, c.data.n_pairs = 48, 4
+  c.train.batch_size, c.train.steps, c.train.warmup_steps, c.train.log_every = 4, {steps}, 2, 1
+  {checkpoint}
+  return c
+"""
+
+
 def tiny_config(pattern="SF", steps=12, **model):
   """A model small enough to compile in seconds; every test that trains uses it."""
   c = base_config()

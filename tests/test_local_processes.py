@@ -12,22 +12,11 @@ import time
 import numpy as np
 import pytest
 
+from conftest import tiny_config_file
 from hybrid_jax.run import RunDir
 
 STEPS = 24
-CONFIG_FILE = f"""
-from hybrid_jax.configs.base import base_config
-
-def get_config():
-  c = base_config()
-  c.model.size = "custom"
-  c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.n_kv_heads = 32, 2, 4, 2
-  c.model.window = 8
-  c.data.seq_len, c.data.n_pairs = 48, 4
-  c.train.batch_size, c.train.steps, c.train.warmup_steps, c.train.log_every = 4, {STEPS}, 2, 1
-  c.checkpoint.every, c.checkpoint.log_per_octave = 4, 0   # (each two-process save: ~0.5 s)
-  return c
-"""
+CONFIG_FILE = tiny_config_file(STEPS, "c.checkpoint.every, c.checkpoint.log_per_octave = 4, 0   # (each two-process save: ~0.5 s)")
 KEYS = ("step", "tokens", "loss", "lr", "grad_norm", "answer_loss", "answer_acc")
 two_cores = pytest.mark.skipif(
     len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(1)) < 2,

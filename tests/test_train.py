@@ -12,25 +12,13 @@ import time
 
 import pytest
 
-from conftest import tiny_config
+from conftest import tiny_config, tiny_config_file
 from hybrid_jax.train.checkpoint import log_spaced_steps
 from hybrid_jax.standard_run import train
 from hybrid_jax.run import RunDir, RunDirError
 
 STEPS = 48
-CONFIG_FILE = f"""
-from hybrid_jax.configs.base import base_config
-
-def get_config():
-  c = base_config()
-  c.model.size = "custom"
-  c.model.d_model, c.model.n_layers, c.model.n_heads, c.model.n_kv_heads = 32, 2, 4, 2
-  c.model.window = 8
-  c.data.seq_len, c.data.n_pairs = 48, 4
-  c.train.batch_size, c.train.steps, c.train.warmup_steps, c.train.log_every = 4, {STEPS}, 2, 1
-  c.checkpoint.every = 4
-  return c
-"""
+CONFIG_FILE = tiny_config_file(STEPS, "c.checkpoint.every = 4")
 KEYS = ("step", "tokens", "loss", "lr", "grad_norm", "answer_loss", "answer_acc")
 
 
