@@ -118,7 +118,8 @@ def test_table_shows_input_seconds_and_flags_input_bound_runs():
 
 @pytest.mark.parametrize("key,value", [
     ("data.corpus", "data/c4"), ("data.tokenizer", "data/c4/tokenizer.model"),
-    ("data.workers", 0), ("data.prefetch", 8), ("derived.data_fingerprint", "0123456789ab")])
+    ("data.workers", 0), ("data.prefetch", 8), ("derived.data_fingerprint", "0123456789ab"),
+    ("checkpoint.root", "gs://bucket/ckpts")])
 def test_config_hash_ignores_what_the_compile_ignores(key, value):
   cfg, target = _cfg(), _target()
   before = config_hash(cfg, target)

@@ -23,12 +23,13 @@ def quiet_libtpu():
 
 
 # What the compile ignores: how batches are made and saves written (the run layer's
-# EXECUTION_KEYS), the data's files (hashed as their defaults, so plans made before a corpus
+# EXECUTION_KEYS), where checkpoints go (``checkpoint.root``, which a resume may not change,
+# so not an execution key), the data's files (hashed as their defaults, so plans made before a corpus
 # was named still match) and their fingerprint; a key the schema gained after the committed
 # plans counts only when set away from its default. (A tokenizer's vocabulary is
 # model.vocab_size, which is hashed.)
 HASHED_AS = {"data.corpus": "", "data.tokenizer": "byte"}
-UNHASHED = EXECUTION_KEYS + ("derived.data_fingerprint",)
+UNHASHED = EXECUTION_KEYS + ("checkpoint.root", "derived.data_fingerprint")
 UNHASHED_AT_DEFAULT = {"model.swa_block_sizes": None}
 
 
