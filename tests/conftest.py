@@ -43,6 +43,14 @@ def get_config():
 """
 
 
+@pytest.fixture(scope="module")
+def config_file(request, tmp_path_factory):
+  """The using test module's ``CONFIG_FILE`` text (e.g. ``tiny_config_file``'s), as a file."""
+  path = tmp_path_factory.mktemp("cfg") / "tiny.py"
+  path.write_text(request.module.CONFIG_FILE)
+  return path
+
+
 def tiny_config(pattern="SF", steps=12, **model):
   """A model small enough to compile in seconds; every test that trains uses it."""
   c = base_config()

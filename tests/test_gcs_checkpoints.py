@@ -56,13 +56,6 @@ def _train(workdir, config_file, *extra, env=None, popen=False):
 
 
 @pytest.fixture(scope="module")
-def config_file(tmp_path_factory):
-  path = tmp_path_factory.mktemp("cfg") / "tiny.py"
-  path.write_text(CONFIG_FILE)
-  return path
-
-
-@pytest.fixture(scope="module")
 def gcs():
   """(environment for a client process, a gcsfs filesystem of this process) of a fresh
   emulator holding an empty bucket; stopped after the module's tests."""

@@ -37,13 +37,6 @@ def _errors(stderr):
           if not l.startswith(("WARNING: All log messages before absl", "I0000 ", "W0000 ", "E0000 "))]
 
 
-@pytest.fixture(scope="module")
-def config_file(tmp_path_factory):
-  path = tmp_path_factory.mktemp("cfg") / "tiny.py"
-  path.write_text(CONFIG_FILE)
-  return path
-
-
 @pytest.mark.parametrize("extra, message", [
     (["--local_processes", "999"], "--local_processes must be 1.."),
     (["--local_processes=x"], "argument --local_processes: invalid int value: 'x'"),

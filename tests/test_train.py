@@ -37,13 +37,6 @@ def _cli(workdir, config_file, *extra):
 
 
 @pytest.fixture(scope="module")
-def config_file(tmp_path_factory):
-  path = tmp_path_factory.mktemp("cfg") / "tiny.py"
-  path.write_text(CONFIG_FILE)
-  return path
-
-
-@pytest.fixture(scope="module")
 def reference_run(tmp_path_factory, config_file):
   """An uninterrupted run through the CLI, the baseline resumed runs must equal."""
   workdir = tmp_path_factory.mktemp("ref") / "run"

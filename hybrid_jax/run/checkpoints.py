@@ -33,8 +33,9 @@ def is_bucket(path) -> bool:
 
 
 class CheckpointPath(type(epath.Path())):
-  """An etils path whose ``absolute()`` keeps a gs:// URL as it is (etils' own makes it a
-  local path under the working directory); a local one is made absolute as pathlib does."""
+  """An etils path whose ``absolute()`` keeps a gs:// URL as it is (etils' ``absolute()``
+  is its ``resolve()``, which makes a URL a local path under the working directory); a local
+  one is resolved as pathlib does."""
 
   def resolve(self, strict: bool = False):
     return self if is_bucket(self) else super().resolve(strict)

@@ -76,12 +76,16 @@ class RunDir:
     self._eval_lock = FileLock(self.path / ".eval.lock")
     self.skipped = 0            # bad records the readers skipped so far
     self._config = None         # config.json's values once this process checked or wrote them
+    self._checkpoint_dir = None
 
   @property
   def checkpoint_dir(self):
     """Where the run's orbax steps are: ``<run>/checkpoints``, or under ``checkpoint.root``
-    (an etils path, local or gs://, whose ``absolute()`` keeps a URL as it is)."""
-    return checkpoint_dir(self.path, self._config)
+    (an etils path, local or gs://, whose ``absolute()`` keeps a URL as it is). Found once:
+    an evaluation asks for it at every step, and config.json does not change its root."""
+    if self._checkpoint_dir is None:
+      self._checkpoint_dir = checkpoint_dir(self.path, self._config)
+    return self._checkpoint_dir
 
   def lock(self):
     """Hold an exclusive lock for this process's lifetime: one trainer per run, ever."""
@@ -146,7 +150,7 @@ class RunDir:
                             f"run of the same name); set another checkpoint.root, or "
                             f"remove them if that run is gone")
       atomic_write_text(self.config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
-    self._config = config
+    self._config, self._checkpoint_dir = config, None
 
   def read_status(self) -> dict | None:
     try:

@@ -204,7 +204,8 @@ def _train_locked(cfg, run, progress, hooks) -> dict:
       batch = step_batch(cfg, mesh, next(batches))
       while step < total:
         if vote:                                 # this process's vote, as of this dispatch
-          batch["stop"] = step_batch(cfg, mesh, dict(stop=stop_votes(len(rows), stop.signum is not None)))["stop"]
+          votes = stop_votes(len(rows), stop.signum is not None)
+          batch["stop"] = step_batch(cfg, mesh, dict(stop=votes))["stop"]
         state, metrics = train_step(state, batch)
         step += 1
         # The next step's batch is made and placed while this one runs: a save or an
