@@ -153,3 +153,33 @@ def test_kv_recall_start_gives_kv_recalls_distances_at_a_fixed_offset():
       assert start.evidence_positions[0] == 2
       if depth > 0:
         assert end.evidence_positions[0] > 2 + 0.5 * depth * length   # kv_recall's fact moves
+
+
+@pytest.mark.parametrize("length", [synthetic_tasks.min_length("kv_recall_offset"), 64, 128, 301])
+def test_kv_recall_offset_fixes_the_distance_and_moves_the_fact(length):
+  """Every depth: the answer exactly length // 2 after the asked value, found by an oracle
+  search; the fact's offset grows with depth, from 0 to the query last at depth 1."""
+  for index in range(4):
+    offsets = []
+    for depth in (0.0, 0.25, 0.5, 0.75, 1.0):
+      ex = synthetic_tasks.make_example("kv_recall_offset", length=length, depth=depth, seed=4,
+                                        index=index, n_classes=8)
+      t, (a,), (e,) = ex.tokens, ex.answer_positions, ex.evidence_positions
+      assert t.dtype == np.int32 and t.shape == (length,)
+      assert a - e == length // 2
+      assert t[a - 2] == S.Q_MARK and t[a] == S.VALUES[ex.answer_class]
+      kv = [i for i in range(a - 2) if t[i] == S.KV_MARK and t[i + 1] == t[a - 1]]
+      assert kv == [e - 2] and t[e] == t[a]                 # the asked key is written once, there
+      assert (t == S.KV_MARK).sum() == synthetic_tasks.N_NEEDLES
+      assert all(e - 2 < i < a - 2 for i in np.flatnonzero(t == S.KV_MARK) if i != e - 2)
+      offsets.append(e - 2)
+    assert offsets[0] == 0 and np.all(np.diff(offsets) > 0), offsets
+    assert offsets[-1] + 2 + length // 2 == length - 1      # depth 1: the query last
+
+
+def test_kv_recall_offset_is_evaluated_with_one_distance_bin(tmp_path):
+  from hybrid_jax.eval.retrieval import distance_bin, evidence_distance
+  b = task_families.make_batch("kv_recall_offset", length=64, depth=0.5, seed=0, indices=range(6))
+  d = evidence_distance(np.asarray(b["answer_mask"]), np.asarray(b["evidence_mask"]))
+  assert set(d.tolist()) == {32} and distance_bin(32) == (32, 64)
+  assert eval_settings.task_names("kv_recall,kv_recall_offset") == ("kv_recall", "kv_recall_offset")

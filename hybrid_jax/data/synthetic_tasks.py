@@ -16,6 +16,12 @@ distance:
              With the query last, distance and the fact's position move together; beside
              ``kv_recall`` this one separates them (same distance, another offset; and
              distance varied at a fixed offset).
+  kv_recall_offset
+             the distance fixed at half the length (the answer ``length // 2`` tokens after
+             the asked value) and the fact's offset varied: at ``depth`` of the room there is
+             (0: the fact first; 1: the query last), the other facts between fact and query,
+             filler around them. Its depths move the position at one distance, as
+             ``kv_recall_start``'s move the distance at one position.
 
 Token ids are the synthetic source's (filler < 160, marks, keys, values < 256): the byte
 tokenizer's vocabulary, which is what runs on that source use.
@@ -30,8 +36,8 @@ from hybrid_jax.data.tasks import Example, check_example_args, stack_examples
 from hybrid_jax.data.tokenizer import ByteTokenizer
 
 TASKS_VERSION = 1
-TASK_NAMES = ("kv_recall", "kv_recall_start")
-CLOSED_SET_TASKS = ("kv_recall", "kv_recall_start")
+TASK_NAMES = ("kv_recall", "kv_recall_start", "kv_recall_offset")
+CLOSED_SET_TASKS = TASK_NAMES
 MAX_CLASSES = len(S.VALUES)
 N_NEEDLES = 4
 NEEDLE, QUERY = 3, 3             # KV key value / Q key value
@@ -74,6 +80,8 @@ def make_example(name: str, *, length: int, depth: float, seed: int, index: int,
   hay = _filler(np.random.default_rng([seed, index, _TAG, 1]), budget)
   if name == "kv_recall_start":
     return _start_example(rng, keys, values, hay, depth, cls, length)
+  if name == "kv_recall_offset":
+    return _offset_example(rng, keys, values, hay, depth, cls, length)
   # Needle 0 (the asked one) goes at ``depth`` of the filler, the others at seeded depths.
   at = [int(round(depth * budget))] + sorted(int(x) for x in rng.integers(0, budget + 1, N_NEEDLES - 1))
   order = sorted(range(N_NEEDLES), key=lambda i: (at[i], i))
@@ -109,6 +117,26 @@ def _start_example(rng, keys, values, hay, depth, cls, length) -> Example:
   assert len(tokens) == length, (len(tokens), length)
   return Example(tokens=tokens, answer_positions=np.array([answer]), evidence_positions=np.array([2]),
                  depth=float(depth), answer_class=cls)
+
+
+def _offset_example(rng, keys, values, hay, depth, cls, length) -> Example:
+  """``kv_recall_offset``: the asked fact at ``depth`` of the room, the answer exactly
+  ``length // 2`` tokens after its value, the other facts at seeded places between them."""
+  distance = length // 2
+  gap = distance - NEEDLE * N_NEEDLES                     # filler between the fact and the query
+  offset = int(round(depth * (length - QUERY - distance)))
+  at = sorted(int(x) for x in rng.integers(0, gap + 1, N_NEEDLES - 1))
+  between, cursor = [], 0
+  for i, a in zip(range(1, N_NEEDLES), at):
+    between += [hay[offset + cursor:offset + a], np.array([S.KV_MARK, keys[i], values[i]], np.int32)]
+    cursor = a
+  between.append(hay[offset + cursor:offset + gap])
+  parts = [hay[:offset], np.array([S.KV_MARK, keys[0], values[0]], np.int32), *between,
+           np.array([S.Q_MARK, keys[0], values[0]], np.int32), hay[offset + gap:]]
+  tokens = np.concatenate(parts).astype(np.int32)
+  assert len(tokens) == length, (len(tokens), length)
+  return Example(tokens=tokens, answer_positions=np.array([offset + 2 + distance]),
+                 evidence_positions=np.array([offset + 2]), depth=float(depth), answer_class=cls)
 
 
 def make_batch(name: str, *, length: int, depth: float, seed: int, indices, tokenizer=None,
