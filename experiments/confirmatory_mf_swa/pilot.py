@@ -16,12 +16,16 @@ accuracy (kv_recall, T = 64, d >= 32) reaches 0.5; on a tie the higher mean fina
 accuracy; then far supervision.
 
     hybrid-jax sweep submit experiments/confirmatory_mf_swa/pilot.py --root runs/confirmatory_mf_swa_pilot --parallel 2
+    python -m experiments.confirmatory_mf_swa.pilot runs/confirmatory_mf_swa_pilot   # into the store
 """
+
+import sys
 
 from experiments.toy_study import config as T
 from hybrid_jax.launch.grid import Sweep
 
 SEEDS = (900, 901, 902)
+PICK_AT = 0.5                      # the pick rule's far accuracy (protocol.RETRIEVES)
 CANDIDATES = {
     "far supervision": {"model.pos_full": "rope", "data.min_distance": 16},
     "NoPE-full": {"model.pos_full": "nope", "data.min_distance": 1},
@@ -37,3 +41,18 @@ def points() -> list[dict]:
 
 def get_sweep():
   return Sweep(base=T.get_config(), grid=points())
+
+
+def main(argv=None):
+  """Export the pilot root's finished runs into experiments/data/confirmatory_mf_swa_pilot,
+  where the third part's report reads them."""
+  from experiments.confirmatory_mf_swa.run import PILOT_STORE   # lazy: sweep submit loads this file
+  from experiments.toy_study import store, study
+  (root,) = sys.argv[1:] if argv is None else argv
+  for run in study.load_runs(root):
+    store.export_run(run, PILOT_STORE)
+  print(f"exported the pilot's runs to {store.display(PILOT_STORE)}")
+
+
+if __name__ == "__main__":
+  main()
