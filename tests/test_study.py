@@ -250,3 +250,20 @@ def test_cli_runs_hybrid_jax_in_a_child_and_says_which_command_failed(capfd):
     study.cli("no-such-command")
   study.cli("no-such-command", check=False)             # check=False: the failure is the caller's
   assert "no-such-command" in capfd.readouterr().err
+
+
+def test_cli_all_runs_every_command_two_at_a_time_and_names_the_one_that_failed(capfd):
+  """The confirmatory runners' analyses: children side by side, each single-threaded."""
+  study.cli_all([("--help",), ("--help",)], parallel=2)
+  assert capfd.readouterr().out.lower().count("usage") == 2
+  with pytest.raises(study.StudyInputError, match=r"hybrid-jax no-such-command failed \(exit 2\)"):
+    study.cli_all([("no-such-command",), ("--help",), ("--help",)], parallel=2)
+  assert capfd.readouterr().out.lower().count("usage") == 2      # the others still ran
+  study.cli_all([], parallel=2)                                     # nothing to do
+
+
+def test_children_of_a_parallel_pool_are_single_threaded():
+  from hybrid_jax.launch import local
+  env = local.single_threaded({"XLA_FLAGS": "--xla_dump_to=x"})
+  assert env["XLA_FLAGS"] == "--xla_dump_to=x --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+  assert local.single_threaded({"XLA_FLAGS": "intra_op_parallelism_threads=4"})["XLA_FLAGS"] == "intra_op_parallelism_threads=4"

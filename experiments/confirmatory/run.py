@@ -25,19 +25,22 @@ def rules(finding):
   return importlib.import_module(f"experiments.confirmatory.rules.{finding}")
 
 
-def analyse(groups):
-  """The analyses of the rules, on each final checkpoint (trace: every checkpoint), unless done."""
+def analyse(groups, parallel: int = 1):
+  """The analyses of the rules, on each final checkpoint (trace: every checkpoint), unless
+  done; ``parallel`` children at a time."""
+  todo = []
   for run in groups[A.SF4.label]:
     for name, stem in (("constrain", f"constrain-W{F2.CAP}"), ("ablate", f"ablate-k{F2.K}-zero"),
                        ("probe", f"probe-C{F2.CLASSES}")):
       if not list((run.path / "analysis").glob(f"{stem}-beyond{P.BEYOND}-step*.json")):
-        study.cli("analyze", name, run.path, *F2.TASK, *F2.ANALYSES[name])
+        todo.append(("analyze", name, run.path, *F2.TASK, *F2.ANALYSES[name]))
   for run in groups[A.LF.label]:
     if X.constrain(run, F2.CAP_LF) is None:
-      study.cli("analyze", "constrain", run.path, *F2.TASK, *F2.ANALYSES["constrain_lf"])
+      todo.append(("analyze", "constrain", run.path, *F2.TASK, *F2.ANALYSES["constrain_lf"]))
   for run in groups[A.SF4.label] + groups[A.SF32.label]:
     if X.trace(run) is None:
-      study.cli("analyze", "trace", run.path, *F3.TRACE)
+      todo.append(("analyze", "trace", run.path, *F3.TRACE))
+  study.cli_all(todo, parallel)
 
 
 ANALYSIS_FILES = (f"constrain-W{F2.CAP}-beyond{P.BEYOND}-step*.json",
@@ -51,7 +54,7 @@ def main(argv=None):
                                           default_root="runs/confirmatory"))
   if not inv.report_only:
     groups = {a.label: X.arm_runs(runner.root_runs(inv), a) for a in A.ARMS}
-    analyse(groups)
+    analyse(groups, inv.parallel)
     runner.export(inv, [r for rs in groups.values() for r in rs], ANALYSIS_FILES)
   groups = {a.label: X.arm_runs(runner.stored_runs(inv), a) for a in A.ARMS}
   results = {f: judge(f, groups) for f in FINDINGS}

@@ -46,12 +46,11 @@ def get_sweep():
 def main(argv=None):
   """Export the pilot root's finished runs into experiments/data/confirmatory_mf_swa_pilot,
   where the third part's report reads them."""
-  from experiments.confirmatory_mf_swa.run import PILOT_STORE   # lazy: sweep submit loads this file
-  from experiments.toy_study import store, study
+  from experiments.toy_study import store, study   # lazy: sweep submit loads this file
   (root,) = sys.argv[1:] if argv is None else argv
   for run in study.load_runs(root):
-    store.export_run(run, PILOT_STORE)
-  print(f"exported the pilot's runs to {store.display(PILOT_STORE)}")
+    store.export_run(run, store.CONFIRMATORY_MF_SWA_PILOT)
+  print(f"exported the pilot's runs to {store.display(store.CONFIRMATORY_MF_SWA_PILOT)}")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def main(argv=None):
                                           default_root="runs/confirmatory_mf_swa"))
   if not inv.report_only:
     groups = {label: arm_runs(runner.root_runs(inv), label) for label in R.ARMS}
-    second.analyse(groups)
+    second.analyse(groups, inv.parallel)
     runner.export(inv, [r for rs in groups.values() for r in rs], ANALYSIS_FILES)
   groups = {label: arm_runs(runner.stored_runs(inv), label) for label in R.ARMS}
   runner.write(inv, report(judge(groups), groups, pilot_runs()))

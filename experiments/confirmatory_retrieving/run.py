@@ -34,14 +34,17 @@ def arm_runs(runs, label) -> list:
                                   pos_full="rope", budget=P.BUDGET) if r.seed in R.SEEDS]
 
 
-def analyse(groups):
-  """constrain (cap R.CAP), ablate and probe on each final checkpoint, unless done."""
+def analyse(groups, parallel: int = 1):
+  """constrain (cap R.CAP), ablate and probe on each final checkpoint, unless done;
+  ``parallel`` children at a time."""
+  todo = []
   for runs in groups.values():
     for run in runs:
       for name, stem in (("constrain", f"constrain-W{R.CAP}"), ("ablate", f"ablate-k{F2.K}-zero"),
                          ("probe", f"probe-C{F2.CLASSES}")):
         if not list((run.path / "analysis").glob(f"{stem}-beyond{P.BEYOND}-step*.json")):
-          study.cli("analyze", name, run.path, *F2.TASK, *F2.ANALYSES[name])
+          todo.append(("analyze", name, run.path, *F2.TASK, *F2.ANALYSES[name]))
+  study.cli_all(todo, parallel)
 
 
 def judge(groups) -> list:
@@ -59,7 +62,7 @@ def main(argv=None):
                                           default_root="runs/confirmatory_retrieving"))
   if not inv.report_only:
     groups = {label: arm_runs(runner.root_runs(inv), label) for label in R.ARMS}
-    analyse(groups)
+    analyse(groups, inv.parallel)
     runner.export(inv, [r for rs in groups.values() for r in rs], ANALYSIS_FILES)
   groups = {label: arm_runs(runner.stored_runs(inv), label) for label in R.ARMS}
   runner.write(inv, report(judge(groups), groups))

@@ -22,6 +22,8 @@ CALIBRATION = DATA / "calibration"      # the calibration runs of experiments/RE
 PAPER_MIX = DATA / "paper_mix"          # the paper-faithful data option's runs
 CONFIRMATORY = DATA / "confirmatory"    # issue 47's fresh seeds, trained after their rules
 CONFIRMATORY_RETRIEVING = DATA / "confirmatory_retrieving"   # its second part: finding 2 on models that retrieve
+CONFIRMATORY_MF_SWA = DATA / "confirmatory_mf_swa"   # its third part: MF, a retrieving SWA hybrid, position
+CONFIRMATORY_MF_SWA_PILOT = DATA / "confirmatory_mf_swa_pilot"   # the exploratory pilot that picked its SWA recipe
 RUN_FILES = ("config.json", "status.json", "metrics.jsonl", "eval.jsonl")
 
 
@@ -76,7 +78,9 @@ SWEEPS = {"toy_study": ("all_findings.py",),                    # each folder's 
           "calibration": ("calibration/sweep.py", "calibration/convergence.py"),
           "paper_mix": ("paper_mix/sweep.py",),
           "confirmatory": ("confirmatory/sweep.py",),
-          "confirmatory_retrieving": ("confirmatory_retrieving/sweep.py",)}
+          "confirmatory_retrieving": ("confirmatory_retrieving/sweep.py",),
+          "confirmatory_mf_swa": ("confirmatory_mf_swa/sweep.py",),
+          "confirmatory_mf_swa_pilot": ("confirmatory_mf_swa/pilot.py",)}
 
 
 def sweep_run_names(sweep_file: Path) -> list[str]:

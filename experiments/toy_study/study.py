@@ -9,6 +9,7 @@ on the eval steps they share.
 import dataclasses
 import datetime
 import json
+import os
 import subprocess
 import sys
 import time
@@ -186,6 +187,40 @@ def cli(*args, check: bool = True) -> float:
     raise StudyInputError(f"hybrid-jax {' '.join(map(str, args[:2]))} failed "
                           f"(exit {result.returncode}); its message is above")
   return time.monotonic() - t0
+
+
+def cli_all(commands, parallel: int = 1) -> float:
+  """Run each ``hybrid-jax`` argument list in a child, ``parallel`` at a time: with more than
+  one, each child single-threaded on a core of its own, as sweep workers are (two such
+  processes do more on two cores than one two-threaded). Returns the wall seconds; the first
+  child that fails raises StudyInputError once the others have ended."""
+  from hybrid_jax.launch import local   # lazy: the launcher is needed only where runs are analysed
+  t0 = time.monotonic()
+  env = local.single_threaded(os.environ) if parallel > 1 else dict(os.environ)
+  free = local.worker_cpus(parallel) or [None] * max(1, parallel)
+  pending, running, failed = [list(map(str, c)) for c in commands], {}, []
+  while pending or running:
+    while pending and free:
+      cpu, args = free.pop(0), pending.pop(0)
+      proc = subprocess.Popen([sys.executable, "-m", "hybrid_jax.cli", *args], env=env,
+                              preexec_fn=_pinned(cpu))
+      running[proc] = (cpu, args)
+    for proc in [p for p in running if p.poll() is not None]:
+      cpu, args = running.pop(proc)
+      free.append(cpu)
+      if proc.returncode != 0:
+        failed.append(f"hybrid-jax {' '.join(args[:2])} failed (exit {proc.returncode}); its message is above")
+    time.sleep(0.05)
+  if failed:
+    raise StudyInputError(failed[0])
+  return time.monotonic() - t0
+
+
+def _pinned(cpu):
+  def preexec():
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+      os.sched_setaffinity(0, {cpu})
+  return preexec
 
 
 def train_minutes(runs, workers: int = 2) -> tuple[float, float]:

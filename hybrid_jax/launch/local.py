@@ -62,15 +62,20 @@ def _held(run_dir: Path) -> bool:
   return RunDir(run_dir).lock_held()
 
 
+def single_threaded(env: dict) -> dict:
+  """``env`` with XLA:CPU kept to one thread (unless its XLA_FLAGS already set a count)."""
+  env = dict(env)
+  flags = env.get("XLA_FLAGS", "")
+  if "intra_op_parallelism_threads" not in flags:
+    env["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false "
+                        "intra_op_parallelism_threads=1").strip()
+  return env
+
+
 def worker_env(parallel: int, cache_dir: Path) -> dict:
   env = dict(os.environ)
   env.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache_dir))
-  if parallel > 1:
-    flags = env.get("XLA_FLAGS", "")
-    if "intra_op_parallelism_threads" not in flags:
-      env["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false "
-                          "intra_op_parallelism_threads=1").strip()
-  return env
+  return single_threaded(env) if parallel > 1 else env
 
 
 def run_local(run_dirs: list[Path], *, parallel: int, cache_dir: Path, max_retries: int = 2,
