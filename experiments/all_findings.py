@@ -10,14 +10,16 @@ already holds whole seeds), then the scaling grid's other sizes and budgets, sma
 first. Each finding's ``run.py --no-train`` then reports from the shared root.
 
 The confirmatory set (issue 47: one primary claim per finding, 7 fresh seeds per arm, rules
-frozen before those seeds were trained), in two parts, each with its own root and store:
+frozen before those seeds were trained), in three parts, each with its own root and store:
 
     python -m experiments.all_findings --confirmatory [--parallel 2] [--no-train | --report-only]
 
 runs ``python -m experiments.confirmatory.run`` (four arms x seeds 100-106; rules in
 experiments/confirmatory/rules/) and then ``python -m experiments.confirmatory_retrieving.run``
 (finding 2 on models that retrieve: GF and SF w=8 x seeds 200-206; rules in its rules.py),
-each with those options: each trains the runs its root lacks, runs the analyses its rules
+then ``python -m experiments.confirmatory_mf_swa.run`` (finding 2 on MF and on SF w=8 with
+NoPE on its full layers, the SWA recipe its pilot picked, x seeds 300-306, and position
+against distance; rules in its rules.py), each with those options: each trains the runs its root lacks, runs the analyses its rules
 name, exports them into its store and writes its REPORT.md. ``--root``, ``--store`` and
 ``--out`` name one part's folders, so they go to the first part only, which runs alone then.
 
@@ -25,7 +27,13 @@ CPU budget (issue 47's target: at most 120 minutes on 2 cores), measured through
 runner with ``--parallel 2``: the first part about 92 minutes (85 of training the 28 runs,
 the store's ``train.json`` files summing to 168 core-minutes, and ~6 of analyses); the
 second about 62 minutes (14 runs, GF's about twice as slow as SF's, and their analyses,
-with other work at low priority on the cores). Both: about 154 minutes, over the target.
+with other work at low priority on the cores); the third about 39 minutes (14 runs, SF w=8
+184-214 s each and MF 261-301 s, then 7 minutes of analyses one at a time). All three:
+about 193 minutes, over the target. The first two were measured with other work on the
+cores and before the synthetic rows' cheaper draws (about 5% of a toy run); from the third
+part's per-run times (an SF run ~200 s, LF ~1.1x, MF ~1.4x, GF ~2x, ~30 s of start-up a
+run) and the analyses now two at a time, the whole set would take about 135 minutes on an
+otherwise idle 2-core host: still over.
 """
 
 import argparse
@@ -40,6 +48,7 @@ FINDINGS = ("scaling", "full_attention_carries_retrieval", "large_window_lazines
 SIZE_ORDER = {"toy-3xs": 0, "toy-2xs": 1, "toy-xs": 2}
 CONFIRMATORY_MINUTES = 92        # measured on 2 cores: 85 of training (--parallel 2) + ~6 of analyses
 RETRIEVING_MINUTES = 62          # the second part, the same way: training and analyses of 14 runs
+MF_SWA_MINUTES = 39              # the third part, the same way (its analyses still one at a time)
 CPU_BUDGET_MINUTES = 120         # issue 47's target for the confirmatory set on 2 cores
 
 
@@ -66,17 +75,20 @@ def main(argv=None):
              "experiments/all_findings.py --root runs/toy_study --parallel 2. Every option but "
              "--confirmatory goes to python -m experiments.confirmatory.run (its --help lists them).")
   p.add_argument("--confirmatory", action="store_true",
-                 help="train, analyse, export and report the confirmatory set's two parts "
-                      f"(about {CONFIRMATORY_MINUTES} + {RETRIEVING_MINUTES} minutes on 2 cores)")
+                 help="train, analyse, export and report the confirmatory set's three parts "
+                      f"(about {CONFIRMATORY_MINUTES} + {RETRIEVING_MINUTES} + {MF_SWA_MINUTES} "
+                      "minutes on 2 cores)")
   a, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
   if not a.confirmatory:
     p.error("--confirmatory is the only set this command runs; the exploratory set runs with "
             "hybrid-jax sweep submit experiments/all_findings.py --root runs/toy_study --parallel 2")
   from experiments.confirmatory import run as confirmatory   # lazy: sweep submit loads this file
+  from experiments.confirmatory_mf_swa import run as mf_swa
   from experiments.confirmatory_retrieving import run as retrieving
   confirmatory.main(rest)
   if not any(arg.split("=")[0] in ("--root", "--store", "--out") for arg in rest):
     retrieving.main(rest)
+    mf_swa.main(rest)
 
 if __name__ == "__main__":
   main()

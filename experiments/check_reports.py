@@ -33,10 +33,11 @@ from experiments.toy_study import store
 
 HERE = Path(__file__).parent
 FINDINGS = ("scaling", "full_attention_carries_retrieval", "large_window_laziness", "nope_on_full",
-            "paper_mix", "confirmatory", "confirmatory_retrieving")
+            "paper_mix", "confirmatory", "confirmatory_retrieving", "confirmatory_mf_swa")
 STORES = {"paper_mix": store.PAPER_MIX,     # the others report from store.TOY_STUDY
           "confirmatory": store.CONFIRMATORY,
-          "confirmatory_retrieving": store.CONFIRMATORY_RETRIEVING}
+          "confirmatory_retrieving": store.CONFIRMATORY_RETRIEVING,
+          "confirmatory_mf_swa": store.CONFIRMATORY_MF_SWA}
 
 # The confirmatory report prints the commits of its rules and data, which a shallow clone
 # does not hold: there those lines are left out of the comparison, and the check says so.
@@ -50,7 +51,7 @@ def without_commits(text: bytes) -> bytes:
 
 
 def _commits_unknown(finding: str) -> bool:
-  if finding not in ("confirmatory", "confirmatory_retrieving"):
+  if finding not in ("confirmatory", "confirmatory_retrieving", "confirmatory_mf_swa"):
     return False
   from experiments.confirmatory import ancestry
   return ancestry.shallow()

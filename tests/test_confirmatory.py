@@ -215,25 +215,30 @@ def test_all_findings_runs_the_confirmatory_set_through_its_runner(monkeypatch):
 
   from experiments import all_findings
   from experiments.confirmatory import run as confirmatory
+  from experiments.confirmatory_mf_swa import run as mf_swa
   from experiments.confirmatory_retrieving import run as retrieving
   called = []
   monkeypatch.setattr(confirmatory, "main", lambda argv=None: called.append(("first", argv)))
   monkeypatch.setattr(retrieving, "main", lambda argv=None: called.append(("second", argv)))
+  monkeypatch.setattr(mf_swa, "main", lambda argv=None: called.append(("third", argv)))
   all_findings.main(["--confirmatory", "--parallel", "2"])
   all_findings.main(["--root", "elsewhere", "--confirmatory", "--report-only"])
   assert called == [("first", ["--parallel", "2"]), ("second", ["--parallel", "2"]),
+                    ("third", ["--parallel", "2"]),
                     ("first", ["--root", "elsewhere", "--report-only"])]   # a root is one part's
   with pytest.raises(SystemExit) as e:
     all_findings.main(["--root", "runs/c"])
-  assert e.value.code == 2 and len(called) == 3
+  assert e.value.code == 2 and len(called) == 4
   assert callable(all_findings.get_sweep)
   # the CPU figures, stated where a reader looks, with whether they meet issue 47's budget
-  total = all_findings.CONFIRMATORY_MINUTES + all_findings.RETRIEVING_MINUTES
+  total = (all_findings.CONFIRMATORY_MINUTES + all_findings.RETRIEVING_MINUTES
+           + all_findings.MF_SWA_MINUTES)
   readme = (Path(all_findings.__file__).parent / "README.md").read_text()
   assert "python -m experiments.all_findings --confirmatory" in readme
   for text in (all_findings.__doc__, " ".join(readme.split())):
     text = " ".join(text.split())
     assert f"about {all_findings.CONFIRMATORY_MINUTES} minutes" in text
     assert f"about {all_findings.RETRIEVING_MINUTES} minutes" in text
+    assert f"about {all_findings.MF_SWA_MINUTES} minutes" in text
     assert f"about {total} minutes, " + ("within" if total <= all_findings.CPU_BUDGET_MINUTES
                                           else "over") + " the target" in text

@@ -650,7 +650,8 @@ def test_the_store_state_follows_the_store(tmp_path):
   text = readme.read_text()
   assert text.startswith("before\n") and text.endswith("\nafter\n") and "\nold\n" not in text
   assert "| `toy_study/` | 2 (1) | `all_findings.py`: 1 / 85, of no sweep: 1 | 1 in 1 runs |" in text
-  assert ("Empty: `calibration/`, `paper_mix/`, `confirmatory/`, `confirmatory_retrieving/`; the reports made from them "
+  assert ("Empty: `calibration/`, `paper_mix/`, `confirmatory/`, `confirmatory_retrieving/`, "
+          "`confirmatory_mf_swa/`, `confirmatory_mf_swa_pilot/`; the reports made from them "
           "await a rerun") in text
   assert store.state_differences(readme, data) == []
   (data / "paper_mix" / "run").mkdir(parents=True)

@@ -46,9 +46,18 @@ def get_sweep():
 def main(argv=None):
   """Export the pilot root's finished runs into experiments/data/confirmatory_mf_swa_pilot,
   where the third part's report reads them."""
+  import argparse
+
   from experiments.toy_study import store, study   # lazy: sweep submit loads this file
-  (root,) = sys.argv[1:] if argv is None else argv
-  for run in study.load_runs(root):
+  p = argparse.ArgumentParser(prog="python -m experiments.confirmatory_mf_swa.pilot",
+                              description=main.__doc__.split(",")[0])
+  p.add_argument("root", help="the pilot's run root (runs/confirmatory_mf_swa_pilot)")
+  root = p.parse_args(sys.argv[1:] if argv is None else argv).root
+  try:
+    runs = study.load_runs(root)
+  except study.StudyInputError as e:
+    sys.exit(f"pilot: {e}")
+  for run in runs:
     store.export_run(run, store.CONFIRMATORY_MF_SWA_PILOT)
   print(f"exported the pilot's runs to {store.display(store.CONFIRMATORY_MF_SWA_PILOT)}")
 
