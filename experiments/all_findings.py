@@ -25,15 +25,15 @@ name, exports them into its store and writes its REPORT.md. ``--root``, ``--stor
 
 CPU budget (issue 47's target: at most 120 minutes on 2 cores), measured through each part's
 runner with ``--parallel 2``: the first part about 92 minutes (85 of training the 28 runs,
-the store's ``train.json`` files summing to 168 core-minutes, and ~6 of analyses); the
-second about 62 minutes (14 runs, GF's about twice as slow as SF's, and their analyses,
-with other work at low priority on the cores); the third about 39 minutes (14 runs, SF w=8
-184-214 s each and MF 261-301 s, then 7 minutes of analyses one at a time). All three:
-about 193 minutes, over the target. The first two were measured with other work on the
-cores and before the synthetic rows' cheaper draws (about 5% of a toy run); from the third
-part's per-run times (an SF run ~200 s, LF ~1.1x, MF ~1.4x, GF ~2x, ~30 s of start-up a
-run) and the analyses now two at a time, the whole set would take about 135 minutes on an
-otherwise idle 2-core host: still over.
+the store's ``train.json`` files summing to 168 core-minutes, and ~6 of analyses, with other
+work on the cores); the second, rerun on an idle host with the current code, about 42
+minutes (14 runs: GF 374-437 s each, SF w=8 187-228 s, analyses two at a time; first
+measured at 62 with other work on the cores); the third about 39 minutes (14 runs, SF w=8
+NoPE-full 184-214 s each and MF 261-301 s, then 7 minutes of analyses one at a time). All
+three: about 173 minutes, over the target. The first part has not been rerun: from the
+other two's per-run times (an SF run ~205 s, LF ~1.1x, ~30 s of start-up a run, analyses two
+at a time) it would take about 60, so the whole set about 140 minutes on an otherwise idle
+2-core host: still over.
 """
 
 import argparse
@@ -47,7 +47,7 @@ HERE = Path(__file__).parent
 FINDINGS = ("scaling", "full_attention_carries_retrieval", "large_window_laziness", "nope_on_full")
 SIZE_ORDER = {"toy-3xs": 0, "toy-2xs": 1, "toy-xs": 2}
 CONFIRMATORY_MINUTES = 92        # measured on 2 cores: 85 of training (--parallel 2) + ~6 of analyses
-RETRIEVING_MINUTES = 62          # the second part, the same way: training and analyses of 14 runs
+RETRIEVING_MINUTES = 42          # the second part, rerun on an idle host (first measured: 62)
 MF_SWA_MINUTES = 39              # the third part, the same way (its analyses still one at a time)
 CPU_BUDGET_MINUTES = 120         # issue 47's target for the confirmatory set on 2 cores
 
