@@ -245,6 +245,6 @@ def test_parallel_local_workers_each_get_a_core_of_their_own():
   seen = []
   for cpu in cpus:
     out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
-                         capture_output=True, text=True, check=True, preexec_fn=local._start_on(cpu))
+                         capture_output=True, text=True, check=True, preexec_fn=local.start_on(cpu))
     seen.append(json.loads(out.stdout))
   assert seen == [[cpus[0]], [cpus[1]]]

@@ -177,9 +177,23 @@ def test_kv_recall_offset_fixes_the_distance_and_moves_the_fact(length):
     assert offsets[-1] + 2 + length // 2 == length - 1      # depth 1: the query last
 
 
-def test_kv_recall_offset_is_evaluated_with_one_distance_bin(tmp_path):
+def test_kv_recall_offset_is_evaluated_with_one_distance_bin():
   from hybrid_jax.eval.retrieval import distance_bin, evidence_distance
   b = task_families.make_batch("kv_recall_offset", length=64, depth=0.5, seed=0, indices=range(6))
   d = evidence_distance(np.asarray(b["answer_mask"]), np.asarray(b["evidence_mask"]))
   assert set(d.tolist()) == {32} and distance_bin(32) == (32, 64)
   assert eval_settings.task_names("kv_recall,kv_recall_offset") == ("kv_recall", "kv_recall_offset")
+
+
+def test_the_examples_committed_evaluations_read_have_not_moved():
+  """The stored runs' eval records were scored on these examples (seed 0, T = 64 and 128, the
+  toy study's depths): a change to them must bump TASKS_VERSION, so every run evaluates anew."""
+  h = hashlib.sha256()
+  for name in synthetic_tasks.TASK_NAMES:
+    for length in (64, 128):
+      for depth in (0.0, 0.25, 0.5):
+        for index in range(4):
+          ex = synthetic_tasks.make_example(name, length=length, depth=depth, seed=0, index=index)
+          for a in (ex.tokens, ex.answer_positions, ex.evidence_positions):
+            h.update(a.tobytes())
+  assert (synthetic_tasks.TASKS_VERSION, h.hexdigest()[:16]) == (1, "6dd23f49680eefaa")

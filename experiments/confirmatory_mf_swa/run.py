@@ -27,7 +27,7 @@ RULE_FILES = (HERE / "rules.py", HERE / "equivalence.py", HERE / "sweep.py",
               Path("experiments/confirmatory/rules/full_attention.py"), *ancestry.PROTOCOL)
 DATA = Path("experiments/data/confirmatory_mf_swa")
 ANALYSIS_FILES = second.ANALYSIS_FILES          # constrain at cap 2, ablate, probe
-T64 = "retrieval_acc/{task}/64/d{depth:.2f}"
+CELL = "retrieval_acc/{task}/{length}/d{depth:.2f}"
 
 
 def arm_runs(runs, label) -> list:
@@ -51,7 +51,7 @@ def main(argv=None):
 
 def cell(run, task: str, depth: float, length: int = 64):
   """The final evaluation's accuracy of one (task, length, depth) cell (None: not evaluated)."""
-  return X.final(run, study.mean_of(T64.replace("64", str(length)).format(task=task, depth=depth)))
+  return X.final(run, study.mean_of(CELL.format(task=task, length=length, depth=depth)))
 
 
 def offset_shift(run):

@@ -203,7 +203,7 @@ def cli_all(commands, parallel: int = 1) -> float:
     while pending and free:
       cpu, args = free.pop(0), pending.pop(0)
       proc = subprocess.Popen([sys.executable, "-m", "hybrid_jax.cli", *args], env=env,
-                              preexec_fn=_pinned(cpu))
+                              preexec_fn=local.start_on(cpu))
       running[proc] = (cpu, args)
     for proc in [p for p in running if p.poll() is not None]:
       cpu, args = running.pop(proc)
@@ -214,13 +214,6 @@ def cli_all(commands, parallel: int = 1) -> float:
   if failed:
     raise StudyInputError(failed[0])
   return time.monotonic() - t0
-
-
-def _pinned(cpu):
-  def preexec():
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-      os.sched_setaffinity(0, {cpu})
-  return preexec
 
 
 def train_minutes(runs, workers: int = 2) -> tuple[float, float]:

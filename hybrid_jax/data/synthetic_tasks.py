@@ -90,11 +90,11 @@ def make_example(name: str, *, length: int, depth: float, seed: int, index: int,
     parts.append(hay[cursor:at[i]])
     cursor = at[i]
     start = sum(len(p) for p in parts)
-    parts.append(np.array([S.KV_MARK, keys[i], values[i]], np.int32))
+    parts.append(_fact(keys, values, i))
     if i == 0:
       evidence = start + 2
   parts.append(hay[cursor:])
-  parts.append(np.array([S.Q_MARK, keys[0], values[0]], np.int32))
+  parts.append(_query(keys, values))
   tokens = np.concatenate(parts).astype(np.int32)
   assert len(tokens) == length, (len(tokens), length)
   return Example(tokens=tokens, answer_positions=np.array([length - 1]),
@@ -105,15 +105,9 @@ def _start_example(rng, keys, values, hay, depth, cls, length) -> Example:
   """``kv_recall_start``: the asked fact first, the query after (1 - depth) of the filler
   (the other facts at seeded places between them), the rest of the filler after it."""
   gap = int(round((1.0 - depth) * len(hay)))              # filler between the fact and the query
-  at = sorted(int(x) for x in rng.integers(0, gap + 1, N_NEEDLES - 1))
-  parts, cursor = [np.array([S.KV_MARK, keys[0], values[0]], np.int32)], 0
-  for i, a in zip(range(1, N_NEEDLES), at):
-    parts += [hay[cursor:a], np.array([S.KV_MARK, keys[i], values[i]], np.int32)]
-    cursor = a
-  parts.append(hay[cursor:gap])
+  parts = [_fact(keys, values, 0), *_facts_between(rng, keys, values, hay[:gap])]
   answer = sum(len(p) for p in parts) + 2
-  parts += [np.array([S.Q_MARK, keys[0], values[0]], np.int32), hay[gap:]]
-  tokens = np.concatenate(parts).astype(np.int32)
+  tokens = np.concatenate(parts + [_query(keys, values), hay[gap:]]).astype(np.int32)
   assert len(tokens) == length, (len(tokens), length)
   return Example(tokens=tokens, answer_positions=np.array([answer]), evidence_positions=np.array([2]),
                  depth=float(depth), answer_class=cls)
@@ -125,18 +119,31 @@ def _offset_example(rng, keys, values, hay, depth, cls, length) -> Example:
   distance = length // 2
   gap = distance - NEEDLE * N_NEEDLES                     # filler between the fact and the query
   offset = int(round(depth * (length - QUERY - distance)))
-  at = sorted(int(x) for x in rng.integers(0, gap + 1, N_NEEDLES - 1))
-  between, cursor = [], 0
-  for i, a in zip(range(1, N_NEEDLES), at):
-    between += [hay[offset + cursor:offset + a], np.array([S.KV_MARK, keys[i], values[i]], np.int32)]
-    cursor = a
-  between.append(hay[offset + cursor:offset + gap])
-  parts = [hay[:offset], np.array([S.KV_MARK, keys[0], values[0]], np.int32), *between,
-           np.array([S.Q_MARK, keys[0], values[0]], np.int32), hay[offset + gap:]]
+  parts = [hay[:offset], _fact(keys, values, 0),
+           *_facts_between(rng, keys, values, hay[offset:offset + gap]),
+           _query(keys, values), hay[offset + gap:]]
   tokens = np.concatenate(parts).astype(np.int32)
   assert len(tokens) == length, (len(tokens), length)
   return Example(tokens=tokens, answer_positions=np.array([offset + 2 + distance]),
                  evidence_positions=np.array([offset + 2]), depth=float(depth), answer_class=cls)
+
+
+def _fact(keys, values, i):
+  return np.array([S.KV_MARK, keys[i], values[i]], np.int32)
+
+
+def _query(keys, values):
+  return np.array([S.Q_MARK, keys[0], values[0]], np.int32)
+
+
+def _facts_between(rng, keys, values, filler) -> list:
+  """``filler`` with the facts other than the asked one at seeded places in it."""
+  at = sorted(int(x) for x in rng.integers(0, len(filler) + 1, N_NEEDLES - 1))
+  parts, cursor = [], 0
+  for i, a in zip(range(1, N_NEEDLES), at):
+    parts += [filler[cursor:a], _fact(keys, values, i)]
+    cursor = a
+  return parts + [filler[cursor:]]
 
 
 def make_batch(name: str, *, length: int, depth: float, seed: int, indices, tokenizer=None,

@@ -39,7 +39,7 @@ def die_with_parent():
     pass   # not Linux: workers then outlive a killed launcher, and resubmission waits for them
 
 
-def _start_on(cpu: int | None):
+def start_on(cpu: int | None):
   """The worker's preexec: die with the launcher; run on ``cpu`` alone when given."""
   def preexec():
     die_with_parent()
@@ -116,7 +116,7 @@ def run_local(run_dirs: list[Path], *, parallel: int, cache_dir: Path, max_retri
           with open(run_dir / "train.log", "a") as log_file:
             p = subprocess.Popen([sys.executable, "-m", "hybrid_jax.launch.worker", str(run_dir)],
                                  stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                 preexec_fn=_start_on(cpu))
+                                 preexec_fn=start_on(cpu))
           running[p] = run_dir
           if cpu is not None:
             cpu_of[p] = cpu

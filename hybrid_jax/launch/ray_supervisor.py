@@ -35,7 +35,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from hybrid_jax.launch.local import PREEMPTED, die_with_parent
+from hybrid_jax.launch.local import PREEMPTED, die_with_parent, single_threaded
 from hybrid_jax.launch.ray_request import Request
 from hybrid_jax.launch.worker import BUSY_EXIT_CODE
 from hybrid_jax.run import LAUNCH_FILE, RunDir, atomic_write_text
@@ -130,11 +130,8 @@ def trainer_env(request: Request) -> dict:
   one-core workers do), so its losses are theirs."""
   if request.gpus or request.tpu or request.cpus > 1:
     return {}
-  flags = os.environ.get("XLA_FLAGS", "")
-  if "intra_op_parallelism_threads" in flags:
-    return {}
-  return {"XLA_FLAGS": (flags + " --xla_cpu_multi_thread_eigen=false "
-                        "intra_op_parallelism_threads=1").strip()}
+  flags = single_threaded(os.environ).get("XLA_FLAGS")
+  return {} if flags == os.environ.get("XLA_FLAGS") else {"XLA_FLAGS": flags}
 
 
 def task_options(bundle: dict, accelerator_type: str | None = None) -> dict:
